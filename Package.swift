@@ -1,0 +1,48 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// `kc get` is a whole process that should cost about what C's `keyctl pipe` costs.
+// A dynamically linked Swift program pays for loading and relocating the Swift
+// runtime; a fully static executable does not (see docs/BENCHMARKS.md). So the
+// release build of the CLI is a static executable; debug builds (and `swift test`)
+// stay dynamic.
+let staticRelease: [LinkerSetting] = [
+    .unsafeFlags(["-static-executable"], .when(platforms: [.linux], configuration: .release))
+]
+
+let package = Package(
+    name: "kc",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "KernelKeychain", targets: ["KernelKeychain"]),
+        .library(name: "Keyrings", targets: ["Keyrings"]),
+        .executable(name: "kc", targets: ["kc"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+    ],
+    targets: [
+        .systemLibrary(name: "CKeyutils", pkgConfig: "libkeyutils",
+                       providers: [.apt(["libkeyutils-dev"])]),
+        .target(
+            name: "Keyrings",
+            dependencies: [
+                "CKeyutils",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .target(name: "KernelKeychain", dependencies: ["Keyrings"]),
+        .executableTarget(
+            name: "kc",
+            dependencies: [
+                "KernelKeychain",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            linkerSettings: staticRelease
+        ),
+        .testTarget(name: "KeyringsTests", dependencies: ["Keyrings"]),
+        .testTarget(name: "KernelKeychainTests", dependencies: ["KernelKeychain", "Keyrings"]),
+        .testTarget(name: "kcTests", dependencies: ["kc", "KernelKeychain", "Keyrings"]),
+    ]
+)

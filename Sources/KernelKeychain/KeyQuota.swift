@@ -1,0 +1,49 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A uid's use of the kernel's key quota, from `/proc/key-users`.
+public struct KeyQuota: Sendable, Hashable {
+    public var uid: UInt32
+    /// Keys counted against the quota, and the limit (`kernel.keys.maxkeys`, or
+    /// `root_maxkeys` for root).
+    public var keys: Int
+    public var maxKeys: Int
+    /// Bytes of descriptions and payloads counted, and the limit (`maxbytes`).
+    public var bytes: Int
+    public var maxBytes: Int
+
+    public init(uid: UInt32, keys: Int, maxKeys: Int, bytes: Int, maxBytes: Int) {
+        self.uid = uid
+        self.keys = keys
+        self.maxKeys = maxKeys
+        self.bytes = bytes
+        self.maxBytes = maxBytes
+    }
+
+    /// The calling uid's usage; nil if /proc/key-users cannot be read.
+    public static func current() -> KeyQuota? {
+        readProcFile("/proc/key-users").flatMap { parse(keyUsers: $0, uid: getuid()) }
+    }
+
+    /// Parses one line of `/proc/key-users`:
+    /// `  uid: usage nkeys/nikeys qnkeys/maxkeys qnbytes/maxbytes`.
+    /// A uid with no keys has no line; its usage is zero against the sysctl limits.
+    public static func parse(keyUsers text: String, uid: UInt32) -> KeyQuota? {
+        for line in text.split(separator: "\n") {
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == ":" || $0 == "/" })
+            guard fields.count == 8, UInt32(fields[0]) == uid,
+                  let keys = Int(fields[4]), let maxKeys = Int(fields[5]),
+                  let bytes = Int(fields[6]), let maxBytes = Int(fields[7])
+            else { continue }
+            return KeyQuota(uid: uid, keys: keys, maxKeys: maxKeys, bytes: bytes, maxBytes: maxBytes)
+        }
+        let prefix = uid == 0 ? "kernel/keys/root_" : "kernel/keys/"
+        guard let maxKeys = readSysctl(prefix + "maxkeys"), let maxBytes = readSysctl(prefix + "maxbytes") else {
+            return nil
+        }
+        return KeyQuota(uid: uid, keys: 0, maxKeys: maxKeys, bytes: 0, maxBytes: maxBytes)
+    }
+}

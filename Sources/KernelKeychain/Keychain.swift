@@ -1,0 +1,390 @@
+import Keyrings
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A dictionary of secrets for one service, stored in the kernel's keyrings.
+///
+/// ```swift
+/// let keychain = Keychain(service: "com.example.app")
+/// try keychain.set("s3cret", forKey: "token")
+/// let token = try keychain.string(forKey: "token")   // "s3cret"
+/// ```
+///
+/// A `Keychain` holds no state of its own: every call is a few keyring system calls,
+/// so any thread may use one, and `cat ~/kc/com.example.app/token`, `kc get` and
+/// `keyctl` all see the same items. A service is a keyring described `kc:<service>`
+/// under the anchor keyring of the item's ``Accessibility``; an item is a `user` key in
+/// it whose payload is the value's bytes.
+public struct Keychain: Sendable, Hashable {
+    /// The service whose items this keychain reads and writes; nil for ``anyService``.
+    public let service: String?
+    /// Where ``set(_:forKey:)`` puts items. Reads find an item at any level.
+    public var accessibility: Accessibility
+    /// How long items written through this keychain live; nil for no expiry.
+    /// The kernel keeps whole seconds, rounded up.
+    public var timeout: Duration?
+
+    /// A keychain for `service`.
+    ///
+    /// - Throws: ``KeychainError/invalidName(kind:problem:)`` for a service name that is
+    ///   empty, `.` or `..`, longer than 255 bytes, or contains `/` or NUL;
+    ///   ``KeychainError/invalidTimeout(_:)`` for a timeout under a second or over what
+    ///   the kernel can hold.
+    public init(service: String, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil) throws(KeychainError) {
+        try validateName(service, as: .service)
+        if let timeout { _ = try timeoutSeconds(timeout) }
+        self.service = service
+        self.accessibility = accessibility
+        self.timeout = timeout
+    }
+
+    private init(wildcard: Void) {
+        self.service = nil
+        self.accessibility = .whenUnlocked
+        self.timeout = nil
+    }
+
+    /// Reads an item from whichever service holds it (the first found, services in
+    /// name order). It cannot write or remove.
+    public static let anyService = Keychain(wildcard: ())
+
+    /// The keychain of this program: service `$KC_SERVICE`, else the executable's name.
+    public static var `default`: Keychain {
+        get throws(KeychainError) {
+            if let fromEnvironment = getenv("KC_SERVICE").map({ String(cString: $0) }), !fromEnvironment.isEmpty {
+                return try Keychain(service: fromEnvironment)
+            }
+            let executable = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 }
+            return try Keychain(service: executable ?? "kc")
+        }
+    }
+
+    /// This keychain, writing at another accessibility.
+    public func accessibility(_ accessibility: Accessibility) -> Keychain {
+        var copy = self
+        copy.accessibility = accessibility
+        return copy
+    }
+
+    /// This keychain, giving items it writes a lifetime.
+    public func timeout(_ timeout: Duration?) throws(KeychainError) -> Keychain {
+        if let timeout { _ = try timeoutSeconds(timeout) }
+        var copy = self
+        copy.timeout = timeout
+        return copy
+    }
+
+    // MARK: Reading
+
+    /// Calls `body` with the item's bytes, or returns nil if there is no such item. The
+    /// buffer is zeroed afterwards: the secret outlives the call only if `body` copies it.
+    ///
+    /// The kernel calls are `keyctl_search` (service keyring, then item) and
+    /// `keyctl_read`; the caller needs search and read permission, which items made by
+    /// kc grant to their owner's uid.
+    public func withBytes<R>(forKey key: String, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        try validateName(key, as: .item)
+        guard let located = try locate(key) else { return nil }
+        do {
+            return try located.item.withPayload(body)
+        } catch let error as KeyctlError {
+            if error.meansKeyIsGone { return nil }  // removed or expired since the search
+            throw KeychainError(error)
+        }
+    }
+
+    /// The item's bytes, or nil. The caller owns the copy; zero it when done.
+    public func data(forKey key: String) throws(KeychainError) -> [UInt8]? {
+        do {
+            return try withBytes(forKey: key) { Array($0) }
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            preconditionFailure("unreachable: the body does not throw")
+        }
+    }
+
+    /// The item as UTF-8 text, or nil.
+    ///
+    /// - Throws: ``KeychainError/decodingFailed(item:reason:)`` if the bytes are not UTF-8.
+    public func string(forKey key: String) throws(KeychainError) -> String? {
+        do {
+            return try withBytes(forKey: key) { bytes throws(KeychainError) -> String in
+                guard let text = String(validating: bytes, as: UTF8.self) else {
+                    throw KeychainError.decodingFailed(item: key, reason: "the value is not valid UTF-8; read it with data(forKey:)")
+                }
+                return text
+            }
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            preconditionFailure("unreachable: the body throws only KeychainError")
+        }
+    }
+
+    /// Whether the item exists (at any accessibility).
+    public func contains(_ key: String) throws(KeychainError) -> Bool {
+        try validateName(key, as: .item)
+        return try locate(key) != nil
+    }
+
+    /// Compares `candidate` with the stored value in time that depends only on their
+    /// lengths, not on where they differ (UYLPasswordManager's `validKey`). False if the
+    /// item is missing.
+    public func matches(_ candidate: some Collection<UInt8>, forKey key: String) throws(KeychainError) -> Bool {
+        let probe = Array(candidate)
+        do {
+            return try withBytes(forKey: key) { stored in constantTimeEquals(stored, probe) } ?? false
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            preconditionFailure("unreachable: the body does not throw")
+        }
+    }
+
+    /// ``matches(_:forKey:)`` for text, compared as UTF-8.
+    public func matches(_ candidate: String, forKey key: String) throws(KeychainError) -> Bool {
+        try matches(candidate.utf8, forKey: key)
+    }
+
+    // MARK: Writing
+
+    /// Stores `value` under `key`, replacing any value atomically, at this keychain's
+    /// accessibility and timeout. An item has one home: a copy at another accessibility
+    /// is removed.
+    ///
+    /// The kernel calls are `add_key` (creates or updates the `user` key),
+    /// `keyctl_setperm` (owner-only) and `keyctl_set_timeout`.
+    /// - Throws: ``KeychainError/emptyValue``, ``KeychainError/valueTooLarge(size:)``,
+    ///   ``KeychainError/quotaExceeded(_:usage:)`` and the kernel's refusals.
+    public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: String) throws(KeychainError) {
+        var copy = Array(value)
+        defer { copy.overwriteWithZeros() }
+        try copy.withUnsafeBytes { bytes in
+            Result { () throws(KeychainError) in try store(bytes, forKey: key) }
+        }.get()
+    }
+
+    /// Stores text as its UTF-8 bytes. See ``set(_:forKey:)-(Bytes,_)``.
+    public func set(_ value: String, forKey key: String) throws(KeychainError) {
+        var text = value
+        try text.withUTF8 { bytes in
+            Result { () throws(KeychainError) in try store(UnsafeRawBufferPointer(bytes), forKey: key) }
+        }.get()
+    }
+
+    /// Removes the item from wherever it is. Returns whether there was one.
+    ///
+    /// The kernel call is `keyctl_unlink` from its service keyring.
+    @discardableResult
+    public func remove(_ key: String) throws(KeychainError) -> Bool {
+        guard let service else { throw .serviceRequired }
+        try validateName(key, as: .item)
+        var removed = false
+        for ring in try existingRings(of: service) {
+            do {
+                if let item = try ring.serial.search(type: "user", description: key) {
+                    try item.unlink(from: ring.serial)
+                    removed = true
+                }
+            } catch {
+                if !error.meansKeyIsGone && error.errno != .noSuchFileOrDirectory { throw KeychainError(error) }
+            }
+        }
+        return removed
+    }
+
+    /// Removes every item of the service and the service itself, at every accessibility.
+    ///
+    /// The kernel calls are `keyctl_clear` and `keyctl_unlink` of the service keyrings.
+    public func removeAll() throws(KeychainError) {
+        guard let service else { throw .serviceRequired }
+        for anchor in Anchor.allCases {
+            let anchorSerial = try anchor.serial()
+            for (name, ring) in try ServiceKeyring.all(in: anchor) where name == service {
+                do {
+                    try ring.serial.clear()
+                    try ring.serial.unlink(from: anchorSerial)
+                } catch {
+                    if !error.meansKeyIsGone && error.errno != .noSuchFileOrDirectory { throw KeychainError(error) }
+                }
+            }
+        }
+    }
+
+    // MARK: Listing
+
+    /// The names of the service's items, sorted, at every accessibility.
+    public func allKeys() throws(KeychainError) -> [String] {
+        try items().map(\.name)
+    }
+
+    /// The service's items with what the kernel knows of them, sorted by name.
+    /// Expired items are skipped (and unlinked, so the kernel frees them sooner).
+    public func items() throws(KeychainError) -> [KeychainItem] {
+        var found: [KeychainItem] = []
+        let rings: [(service: String, ring: ServiceKeyring)]
+        if let service {
+            rings = try existingRings(of: service).map { (service, $0) }
+        } else {
+            var all: [(service: String, ring: ServiceKeyring)] = []
+            for anchor in Anchor.allCases {
+                for (name, ring) in try ServiceKeyring.all(in: anchor) { all.append((name, ring)) }
+            }
+            rings = all
+        }
+        var expiries: [KeySerial: UInt64]? = nil
+        for (service, ring) in rings {
+            let linked: [KeySerial]
+            do { linked = try ring.serial.linkedKeys() } catch {
+                if error.meansKeyIsGone { continue }
+                throw KeychainError(error)
+            }
+            for serial in linked {
+                let info: KeyDescription
+                do { info = try serial.describe() } catch {
+                    if error.meansKeyIsGone { try? serial.unlink(from: ring.serial) }
+                    continue
+                }
+                guard info.type == "user", let size = try? serial.payloadSize() else { continue }
+                if expiries == nil { expiries = ProcKeys.expiries() }
+                found.append(KeychainItem(
+                    service: service, name: info.description, accessibility: ring.accessibility,
+                    serial: serial, size: size, secondsLeft: expiries?[serial]))
+            }
+        }
+        return found.sorted { ($0.name, $0.service) < ($1.name, $1.service) }
+    }
+
+    /// The names of every service that has a keyring at any accessibility, sorted.
+    public static func services() throws(KeychainError) -> [String] {
+        var names = Set<String>()
+        for anchor in Anchor.allCases {
+            for (name, _) in try ServiceKeyring.all(in: anchor) { names.insert(name) }
+        }
+        return names.sorted()
+    }
+
+    // MARK: Internals
+
+    /// Finds the item: the keychain's own accessibility first (one search for the
+    /// service keyring, one for the item), then the other levels.
+    private func locate(_ key: String) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
+        guard let service else { return try locateInAnyService(key) }
+        var searched = Set<KeySerial>()
+        for anchor in Anchor.probeOrder(startingWith: accessibility.anchor) {
+            let anchorSerial = try anchor.serial()
+            for marker in ServiceMarker.probeOrder(startingWith: accessibility.marker) {
+                guard let ring = try ServiceKeyring.find(service: service, marker: marker, under: anchorSerial),
+                      searched.insert(ring).inserted
+                else { continue }
+                do {
+                    if let item = try ring.search(type: "user", description: key) { return (ring, item) }
+                } catch {
+                    throw KeychainError(error)
+                }
+            }
+        }
+        return nil
+    }
+
+    private func locateInAnyService(_ key: String) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
+        var rings: [(String, ServiceKeyring)] = []
+        for anchor in Anchor.allCases { rings += try ServiceKeyring.all(in: anchor) }
+        for (_, ring) in rings.sorted(by: { $0.0 < $1.0 }) {
+            do {
+                if let item = try ring.serial.search(type: "user", description: key) { return (ring.serial, item) }
+            } catch {
+                if !error.meansKeyIsGone { throw KeychainError(error) }
+            }
+        }
+        return nil
+    }
+
+    /// Every keyring of the service that exists, one per (anchor, marker).
+    private func existingRings(of service: String) throws(KeychainError) -> [ServiceKeyring] {
+        var rings: [ServiceKeyring] = []
+        var seen = Set<KeySerial>()
+        for anchor in Anchor.allCases {
+            let anchorSerial = try anchor.serial()
+            for marker in ServiceMarker.allCases {
+                if let ring = try ServiceKeyring.find(service: service, marker: marker, under: anchorSerial),
+                   seen.insert(ring).inserted {
+                    rings.append(ServiceKeyring(serial: ring, anchor: anchor, marker: marker))
+                }
+            }
+        }
+        return rings
+    }
+
+    private func store(_ bytes: UnsafeRawBufferPointer, forKey key: String) throws(KeychainError) {
+        guard let service else { throw .serviceRequired }
+        try validateName(key, as: .item)
+        guard !bytes.isEmpty else { throw .emptyValue }
+        guard bytes.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: bytes.count) }
+        let seconds = try timeout.map { (timeout) throws(KeychainError) in try timeoutSeconds(timeout) } ?? 0
+
+        let home = try ServiceKeyring.findOrCreate(service: service, marker: accessibility.marker, anchor: accessibility.anchor)
+        do {
+            let item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home)
+            try item.setPermissions(.ownerOnly)
+            try item.setTimeout(seconds: seconds)
+        } catch {
+            throw KeychainError(error)
+        }
+        // One home: drop copies left at other accessibilities.
+        for ring in try existingRings(of: service) where ring.serial != home {
+            do {
+                if let stale = try ring.serial.search(type: "user", description: key) {
+                    try stale.unlink(from: ring.serial)
+                }
+            } catch {
+                if !error.meansKeyIsGone && error.errno != .noSuchFileOrDirectory { throw KeychainError(error) }
+            }
+        }
+    }
+}
+
+extension Anchor {
+    static func probeOrder(startingWith first: Anchor) -> [Anchor] {
+        [first] + allCases.filter { $0 != first }
+    }
+}
+
+extension ServiceMarker {
+    static func probeOrder(startingWith first: ServiceMarker) -> [ServiceMarker] {
+        [first] + allCases.filter { $0 != first }
+    }
+}
+
+/// The kernel's expiry is whole seconds in an unsigned int; round up so a timeout
+/// never ends early.
+internal func timeoutSeconds(_ timeout: Duration) throws(KeychainError) -> UInt32 {
+    let (seconds, attoseconds) = timeout.components
+    let whole = attoseconds > 0 ? seconds + 1 : seconds
+    guard whole >= 1, whole <= Int64(UInt32.max) else {
+        throw .invalidTimeout("\(timeout)")
+    }
+    return UInt32(whole)
+}
+
+/// Equality in time that depends only on the lengths.
+internal func constantTimeEquals(_ lhs: UnsafeRawBufferPointer, _ rhs: [UInt8]) -> Bool {
+    var difference = UInt8(truncatingIfNeeded: lhs.count ^ rhs.count)
+    let common = Swift.min(lhs.count, rhs.count)
+    for index in 0..<common { difference |= lhs[index] ^ rhs[index] }
+    if lhs.count != rhs.count { difference |= 1 }
+    return difference == 0
+}
+
+extension Array where Element == UInt8 {
+    /// Overwrites every byte with zero, for buffers that held a secret.
+    public mutating func overwriteWithZeros() {
+        for index in indices { self[index] = 0 }
+    }
+}

@@ -1,0 +1,30 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Reads a small kernel text file (/proc, /sys) whole. Nil if it cannot be opened.
+/// Files under /proc report a size of 0, so this reads until end of file.
+internal func readProcFile(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if count < 0 {
+            if errno == EINTR { continue }
+            return nil
+        }
+        if count == 0 { break }
+        bytes.append(contentsOf: chunk[..<count])
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// Reads a sysctl under /proc/sys as an integer, e.g. `kernel/keys/maxkeys`.
+internal func readSysctl(_ name: String) -> Int? {
+    readProcFile("/proc/sys/" + name).flatMap { Int($0.filter { !$0.isWhitespace }) }
+}

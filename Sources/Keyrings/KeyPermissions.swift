@@ -1,0 +1,39 @@
+/// A key's permission mask: four bytes for possessor, user, group and other, each
+/// holding view, read, write, search, link and setattr bits (`key_perm_t`).
+public struct KeyPermissions: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    /// The six rights one class of caller can hold, in the low byte's order.
+    public struct Rights: OptionSet, Hashable, Sendable {
+        public var rawValue: UInt32
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+        public static let view = Rights(rawValue: 0x01)
+        public static let read = Rights(rawValue: 0x02)
+        public static let write = Rights(rawValue: 0x04)
+        public static let search = Rights(rawValue: 0x08)
+        public static let link = Rights(rawValue: 0x10)
+        public static let setattr = Rights(rawValue: 0x20)
+        public static let all: Rights = [.view, .read, .write, .search, .link, .setattr]
+    }
+
+    public static func possessor(_ rights: Rights) -> KeyPermissions { KeyPermissions(rawValue: rights.rawValue << 24) }
+    public static func user(_ rights: Rights) -> KeyPermissions { KeyPermissions(rawValue: rights.rawValue << 16) }
+    public static func group(_ rights: Rights) -> KeyPermissions { KeyPermissions(rawValue: rights.rawValue << 8) }
+    public static func other(_ rights: Rights) -> KeyPermissions { KeyPermissions(rawValue: rights.rawValue) }
+
+    /// Rights a caller holds through each class.
+    public var possessorRights: Rights { Rights(rawValue: (rawValue >> 24) & 0x3f) }
+    public var userRights: Rights { Rights(rawValue: (rawValue >> 16) & 0x3f) }
+    public var groupRights: Rights { Rights(rawValue: (rawValue >> 8) & 0x3f) }
+    public var otherRights: Rights { Rights(rawValue: rawValue & 0x3f) }
+
+    /// `0x3f3f0000`: everything for possessors and the owning uid, nothing for anyone else.
+    public static let ownerOnly: KeyPermissions = [.possessor(.all), .user(.all)]
+
+    /// The mask as `keyctl describe` prints it: eight hex digits.
+    public var description: String {
+        let hex = String(rawValue, radix: 16)
+        return String(repeating: "0", count: max(0, 8 - hex.count)) + hex
+    }
+}

@@ -1,0 +1,85 @@
+import ArgumentParser
+import KernelKeychain
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension KC {
+    struct Doctor: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check the keyrings, the key quota and FUSE on this machine.",
+            discussion: """
+            One line per check: ok, warn or fail, then what was found and what to do.
+            Exits 2 if any check fails. --json (stable): {"checks": [{"name", "status", "detail"}]}.
+            """
+        )
+
+        @Flag(help: "Print JSON (see the schema above).")
+        var json = false
+
+        func run() throws {
+            let checks = KeyringDiagnostics.run() + [fuseDevice(), fusermount()]
+            if json {
+                try printJSON(CheckList(checks: checks.map(CheckEntry.init)))
+            } else {
+                for check in checks {
+                    let label = check.status.rawValue.padding(toLength: 5)
+                    print("\(label)\(check.name): \(check.detail)")
+                }
+            }
+            if checks.contains(where: { $0.status == .fail }) { throw ExitStatus.failure }
+        }
+
+        private func fuseDevice() -> DiagnosticCheck {
+            let fd = open("/dev/fuse", O_RDWR | O_CLOEXEC)
+            if fd >= 0 {
+                close(fd)
+                return DiagnosticCheck(name: "/dev/fuse", status: .ok, detail: "present and openable")
+            }
+            let reason = String(cString: strerror(errno))
+            return DiagnosticCheck(name: "/dev/fuse", status: .warn, detail:
+                "\(reason): 'kc mount' cannot work here (load the fuse module, or pass --device /dev/fuse to a container)")
+        }
+
+        private func fusermount() -> DiagnosticCheck {
+            let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
+            for directory in path.split(separator: ":") {
+                let candidate = "\(directory)/fusermount3"
+                var info = stat()
+                guard stat(candidate, &info) == 0 else { continue }
+                let setuid = info.st_mode & S_ISUID != 0 && info.st_uid == 0
+                if getuid() == 0 || setuid {
+                    return DiagnosticCheck(name: "fusermount3", status: .ok, detail: candidate + (setuid ? " (setuid root)" : ""))
+                }
+                return DiagnosticCheck(name: "fusermount3", status: .warn, detail:
+                    "\(candidate) is not setuid root, so unprivileged mounts fail; reinstall the fuse3 package")
+            }
+            return DiagnosticCheck(name: "fusermount3", status: .warn, detail: "not on PATH: install the fuse3 package to use 'kc mount'")
+        }
+    }
+}
+
+struct CheckList: Encodable {
+    var checks: [CheckEntry]
+}
+
+struct CheckEntry: Encodable {
+    var name: String
+    var status: String
+    var detail: String
+
+    init(_ check: DiagnosticCheck) {
+        name = check.name
+        status = check.status.rawValue
+        detail = check.detail
+    }
+}
+
+extension String {
+    func padding(toLength length: Int) -> String {
+        count >= length ? self + " " : self + String(repeating: " ", count: length - count)
+    }
+}

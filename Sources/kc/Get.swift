@@ -1,0 +1,42 @@
+import ArgumentParser
+import KernelKeychain
+
+extension KC {
+    struct Get: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a value to standard output, exactly as stored.",
+            discussion: "Nothing is added: no trailing newline. Exits 1 if there is no such item."
+        )
+
+        @OptionGroup var item: ItemArguments
+
+        func validate() throws {
+            try item.validate()
+        }
+
+        func run() throws {
+            try printValue(service: item.service, key: item.key)
+        }
+    }
+}
+
+/// `kc get`: the bytes go straight from the kernel's buffer to standard output.
+func printValue(service: String, key: String) throws {
+    let keychain = try reporting { () throws(KeychainError) in try Keychain(service: service) }
+    let written: Bool?
+    do {
+        written = try keychain.withBytes(forKey: key) { writeAll(fd: 1, $0) }
+    } catch let error as KeychainError {
+        throw fail(error)
+    }
+    switch written {
+    case nil:
+        standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(service)'")
+        throw ExitStatus.notFound
+    case false?:
+        standardError("kc: cannot write to standard output")
+        throw ExitStatus.failure
+    case true?:
+        return
+    }
+}

@@ -1,0 +1,92 @@
+import ArgumentParser
+import KernelKeychain
+
+extension Accessibility.Level: ExpressibleByArgument {}
+
+extension KC {
+    struct Set: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Store a value read from standard input.",
+            discussion: """
+            The value is every byte of standard input, exactly (binary-safe; a trailing
+            newline is kept). When standard input is a terminal, kc prompts twice without
+            echo instead. Values are never taken from the command line, where other users
+            could see them in the process list.
+
+              printf '%s' "$TOKEN" | kc set com.example token
+              kc set --access always --timeout 8h com.example session < cookie.bin
+            """
+        )
+
+        @OptionGroup var item: ItemArguments
+
+        @Option(name: .customLong("access"), help: ArgumentHelp(
+            "When the item can be read: when-unlocked (session keyring, the default), after-first-unlock (user keyring), always (persistent keyring).",
+            valueName: "level"))
+        var level: Accessibility.Level = .whenUnlocked
+
+        @Flag(help: "Mark the item as device-only: 'kc export' never writes it out.")
+        var thisDeviceOnly = false
+
+        @Option(help: ArgumentHelp(
+            "Let the kernel expire the item after this long: 90s, 15m, 2h, 7d, 1w, or a run such as 1h30m.",
+            valueName: "duration"),
+            transform: { text in
+                guard let duration = parseTimeout(text) else {
+                    throw ValidationError("invalid timeout '\(text)': use a positive duration such as 90s, 15m, 2h, 7d or 1h30m")
+                }
+                return duration
+            })
+        var timeout: Duration?
+
+        func validate() throws {
+            try item.validate()
+        }
+
+        func run() throws {
+            var value = try readValue()
+            defer { value.overwriteWithZeros() }
+            let keychain = try reporting { () throws(KeychainError) in
+                try Keychain(service: item.service, accessibility: Accessibility(level: level, thisDeviceOnly: thisDeviceOnly), timeout: timeout)
+            }
+            try reporting { () throws(KeychainError) in try keychain.set(value, forKey: item.key) }
+        }
+
+        private func readValue() throws -> [UInt8] {
+            if standardInputIsTerminal {
+                guard var first = readSecretLine(prompt: "Value for \(item.service)/\(item.key): "),
+                      var second = readSecretLine(prompt: "Again to confirm: ")
+                else {
+                    standardError("kc: no value entered; type it at the prompt or pipe it on standard input")
+                    throw ExitStatus.failure
+                }
+                defer { second.overwriteWithZeros() }
+                guard first == second else {
+                    first.overwriteWithZeros()
+                    standardError("kc: the two entries differ; nothing was stored, try again")
+                    throw ExitStatus.failure
+                }
+                return first
+            }
+            guard let value = readStandardInput(limit: KeychainError.maximumValueSize) else {
+                standardError("kc: cannot read standard input; pipe the value in, e.g. printf '%s' \"$V\" | kc set SERVICE KEY")
+                throw ExitStatus.failure
+            }
+            return value
+        }
+    }
+}
+
+/// SERVICE KEY, checked before anything touches the kernel.
+struct ItemArguments: ParsableArguments {
+    @Argument(help: "The service, e.g. com.example.app (1-255 bytes, no '/').")
+    var service: String
+
+    @Argument(help: "The item's name within the service (1-255 bytes, no '/').")
+    var key: String
+
+    func validate() throws {
+        try validateArgument(service, as: .service)
+        try validateArgument(key, as: .item)
+    }
+}

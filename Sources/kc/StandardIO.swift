@@ -1,0 +1,73 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Writes every byte, retrying short writes and EINTR. False on any other error.
+@discardableResult
+func writeAll(fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+    var offset = 0
+    while offset < bytes.count {
+        let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+        if written < 0 {
+            if errno == EINTR { continue }
+            return false
+        }
+        offset += written
+    }
+    return true
+}
+
+/// Reads standard input to its end, but at most `limit + 1` bytes, so an oversize value
+/// is detected without holding all of it. The caller zeroes the result.
+func readStandardInput(limit: Int) -> [UInt8]? {
+    var bytes = [UInt8](repeating: 0, count: limit + 1)
+    var count = 0
+    while count < bytes.count {
+        let got = bytes.withUnsafeMutableBytes { read(0, $0.baseAddress! + count, $0.count - count) }
+        if got < 0 {
+            if errno == EINTR { continue }
+            return nil
+        }
+        if got == 0 { break }
+        count += got
+    }
+    // Zero the unused tail before shrinking so no stray copy is left behind.
+    bytes.removeSubrange(count...)
+    return bytes
+}
+
+/// Whether standard input is a terminal (a person typing rather than a pipe).
+var standardInputIsTerminal: Bool { isatty(0) == 1 }
+
+/// Prompts on standard error and reads one line from the terminal with echo off.
+/// The line ending is not part of the value. Nil if the terminal closes.
+func readSecretLine(prompt: String) -> [UInt8]? {
+    standardErrorRaw(prompt)
+    var saved = termios()
+    let haveTerminal = tcgetattr(0, &saved) == 0
+    if haveTerminal {
+        var quiet = saved
+        quiet.c_lflag &= ~tcflag_t(ECHO)
+        _ = tcsetattr(0, TCSAFLUSH, &quiet)
+    }
+    defer {
+        if haveTerminal { _ = tcsetattr(0, TCSAFLUSH, &saved) }
+        standardErrorRaw("\n")
+    }
+    var line: [UInt8] = []
+    var byte: UInt8 = 0
+    while true {
+        let got = read(0, &byte, 1)
+        if got < 0 && errno == EINTR { continue }
+        if got <= 0 { return line.isEmpty ? nil : line }
+        if byte == UInt8(ascii: "\n") { return line }
+        line.append(byte)
+    }
+}
+
+private func standardErrorRaw(_ text: String) {
+    var text = text
+    text.withUTF8 { _ = writeAll(fd: 2, UnsafeRawBufferPointer($0)) }
+}

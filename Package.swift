@@ -6,8 +6,12 @@ import PackageDescription
 // runtime; a fully static executable does not (see docs/BENCHMARKS.md). So the
 // release build of the CLI is a static executable; debug builds (and `swift test`)
 // stay dynamic.
+// FoundationEssentials (used by swift-argument-parser and our JSON) needs its two
+// helper archives named explicitly when linked statically.
 let staticRelease: [LinkerSetting] = [
-    .unsafeFlags(["-static-executable"], .when(platforms: [.linux], configuration: .release))
+    .unsafeFlags(["-static-executable"], .when(platforms: [.linux], configuration: .release)),
+    .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
+    .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
 ]
 
 let package = Package(

@@ -276,21 +276,31 @@ public struct Keychain: Sendable, Hashable {
     /// service keyring, one for the item), then the other levels.
     private func locate(_ key: String) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
         guard let service else { return try locateInAnyService(key) }
-        var searched = Set<KeySerial>()
-        for anchor in Anchor.probeOrder(startingWith: accessibility.anchor) {
+        // The common case, kept free of collections: on this path in a short-lived
+        // process the runtime's first generic-type lookups cost more than the syscalls.
+        let home = try ServiceKeyring.find(service: service, marker: accessibility.marker, under: accessibility.anchor.serial())
+        if let home, let item = try search(ring: home, for: key) { return (home, item) }
+
+        var searched: [KeySerial] = home.map { [$0] } ?? []
+        for anchor in Anchor.allCases {
             let anchorSerial = try anchor.serial()
-            for marker in ServiceMarker.probeOrder(startingWith: accessibility.marker) {
+            for marker in ServiceMarker.allCases where (anchor, marker) != (accessibility.anchor, accessibility.marker) {
                 guard let ring = try ServiceKeyring.find(service: service, marker: marker, under: anchorSerial),
-                      searched.insert(ring).inserted
+                      !searched.contains(ring)
                 else { continue }
-                do {
-                    if let item = try ring.search(type: "user", description: key) { return (ring, item) }
-                } catch {
-                    throw KeychainError(error)
-                }
+                searched.append(ring)
+                if let item = try search(ring: ring, for: key) { return (ring, item) }
             }
         }
         return nil
+    }
+
+    private func search(ring: KeySerial, for key: String) throws(KeychainError) -> KeySerial? {
+        do {
+            return try ring.search(type: "user", description: key)
+        } catch {
+            throw KeychainError(error)
+        }
     }
 
     private func locateInAnyService(_ key: String) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
@@ -347,18 +357,6 @@ public struct Keychain: Sendable, Hashable {
                 if !error.meansKeyIsGone && error.errno != .noSuchFileOrDirectory { throw KeychainError(error) }
             }
         }
-    }
-}
-
-extension Anchor {
-    static func probeOrder(startingWith first: Anchor) -> [Anchor] {
-        [first] + allCases.filter { $0 != first }
-    }
-}
-
-extension ServiceMarker {
-    static func probeOrder(startingWith first: ServiceMarker) -> [ServiceMarker] {
-        [first] + allCases.filter { $0 != first }
     }
 }
 

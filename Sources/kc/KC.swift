@@ -23,6 +23,18 @@ struct KC: ParsableCommand {
 
     /// Parse errors become one `kc: ` line and exit 64; help and --version print as usual.
     static func main() {
+        // `kc get SERVICE KEY` is the call programs make in a loop, and it should cost
+        // what C's `keyctl pipe` costs. Parsing with ArgumentParser reflects over the
+        // command types, and the Swift runtime's first conformance lookups scan every
+        // conformance record in this static binary: about 2 ms, more than the rest of the
+        // process together (docs/BENCHMARKS.md). So the plain form skips the parser and
+        // calls the same function the parsed `Get` command runs.
+        // It reads argv directly: even `CommandLine.arguments` costs a generic lookup.
+        let argv = CommandLine.unsafeArgv
+        if CommandLine.argc == 4, let verb = argv[1], let service = argv[2], let key = argv[3],
+           strcmp(verb, "get") == 0, service.pointee != UInt8(ascii: "-"), key.pointee != UInt8(ascii: "-") {
+            runFastGet(service: String(cString: service), key: String(cString: key))
+        }
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -43,3 +55,17 @@ struct KC: ParsableCommand {
 }
 
 let kcVersion = "0.1.0"
+
+/// The unparsed `kc get SERVICE KEY`; exits with DESIGN §5's status.
+private func runFastGet(service: String, key: String) -> Never {
+    do {
+        try validateArgument(service, as: .service)
+        try validateArgument(key, as: .item)
+        try printValue(service: service, key: key)
+        Glibc.exit(0)
+    } catch let code as ExitCode {
+        Glibc.exit(code.rawValue)
+    } catch {
+        Glibc.exit(ExitStatus.failure.rawValue)
+    }
+}

@@ -45,8 +45,11 @@ let package = Package(
             ],
             linkerSettings: staticRelease
         ),
-        .testTarget(name: "KeyringsTests", dependencies: ["Keyrings"]),
-        .testTarget(name: "KernelKeychainTests", dependencies: ["KernelKeychain", "Keyrings"]),
-        .testTarget(name: "kcTests", dependencies: ["kc", "KernelKeychain", "Keyrings"]),
+        // Shared by the test targets: a fresh session keyring per test process, unique
+        // service names, the built `kc`, and the unprivileged test user.
+        .target(name: "KCTestSupport", dependencies: ["Keyrings"], path: "Tests/KCTestSupport"),
+        .testTarget(name: "KeyringsTests", dependencies: ["Keyrings", "KCTestSupport"]),
+        .testTarget(name: "KernelKeychainTests", dependencies: ["KernelKeychain", "Keyrings", "KCTestSupport"]),
+        .testTarget(name: "kcTests", dependencies: ["kc", "KernelKeychain", "Keyrings", "KCTestSupport"]),
     ]
 )

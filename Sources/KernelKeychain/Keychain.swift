@@ -316,15 +316,21 @@ public struct Keychain: Sendable, Hashable {
         return nil
     }
 
-    /// Every keyring of the service that exists, one per (anchor, marker).
+    /// Every keyring of the service that exists, one per (anchor, marker). A search also
+    /// descends into keyrings nested in the anchor (the user keyring, or a persistent
+    /// keyring someone linked into the session), so a ring counts for an anchor only
+    /// if it is linked there directly; it is found again under its own anchor.
     private func existingRings(of service: String) throws(KeychainError) -> [ServiceKeyring] {
         var rings: [ServiceKeyring] = []
-        var seen = Set<KeySerial>()
         for anchor in Anchor.allCases {
             let anchorSerial = try anchor.serial()
+            var linked: [KeySerial]? = nil
             for marker in ServiceMarker.allCases {
-                if let ring = try ServiceKeyring.find(service: service, marker: marker, under: anchorSerial),
-                   seen.insert(ring).inserted {
+                guard let ring = try ServiceKeyring.find(service: service, marker: marker, under: anchorSerial) else { continue }
+                if linked == nil {
+                    do { linked = try anchorSerial.linkedKeys() } catch { throw KeychainError(error) }
+                }
+                if linked?.contains(ring) == true {
                     rings.append(ServiceKeyring(serial: ring, anchor: anchor, marker: marker))
                 }
             }

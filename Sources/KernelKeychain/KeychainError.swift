@@ -58,8 +58,9 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
         case .quotaExceeded(let error, let usage):
             var text = "key quota exceeded (\(error))"
             if let usage { text += ": uid \(usage.uid) uses \(usage.keys)/\(usage.maxKeys) keys and \(usage.bytes)/\(usage.maxBytes) bytes" }
-            let sysctls = usage?.uid == 0 ? "kernel.keys.root_maxkeys / kernel.keys.root_maxbytes" : "kernel.keys.maxkeys / kernel.keys.maxbytes"
-            return text + "; remove unused items, or raise the limit with 'sysctl -w \(sysctls)'"
+            let prefix = usage?.uid == 0 ? "kernel.keys.root_" : "kernel.keys."
+            let keys = max(2 * (usage?.maxKeys ?? 200), 2000), bytes = max(2 * (usage?.maxBytes ?? 20000), 200000)
+            return text + "; remove unused items, or raise the limits: sudo sysctl -w \(prefix)maxkeys=\(keys) \(prefix)maxbytes=\(bytes)"
         case .keyringsUnavailable(let error):
             if error.call == "keyctl_get_persistent" {
                 return "persistent keyrings unavailable (\(error)): the kernel lacks CONFIG_PERSISTENT_KEYRINGS; use --access after-first-unlock instead"

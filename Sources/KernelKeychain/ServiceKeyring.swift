@@ -29,10 +29,19 @@ extension Anchor {
     /// that *writes* to `@s` gets a new anonymous session keyring that dies with it,
     /// whereas a lookup installs the uid's default session keyring, which other
     /// processes share. So the session keyring is looked up first, never created.
+    ///
+    /// A new `user` key grants its uid only "view" until kc sets its permissions, and
+    /// setting them needs possession: the key must be reachable from this thread's
+    /// keyrings. The user keyring is usually linked in the session keyring but not
+    /// always (a fresh `keyctl session`, a service), so it is linked into the thread
+    /// keyring, as the persistent keyring already is.
     func serialForWriting() throws(KeychainError) -> KeySerial {
-        guard self == .session else { return try serial() }
+        if self == .persistent { return try serial() }
         do {
-            return try SpecialKeyring.session.serial.resolved(create: false)
+            if self == .session { return try SpecialKeyring.session.serial.resolved(create: false) }
+            let user = SpecialKeyring.user.serial
+            try user.link(into: SpecialKeyring.thread.serial)
+            return user
         } catch {
             throw KeychainError(error)
         }

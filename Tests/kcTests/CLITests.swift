@@ -1,0 +1,118 @@
+import Foundation
+import KCTestSupport
+import XCTest
+
+/// The built `kc`, run as a process: exact bytes, exit codes and one-line errors.
+final class CLITests: KeyringTestCase {
+    func testSetAndGetPassExactBytes() throws {
+        let service = uniqueService()
+        let values: [[UInt8]] = [
+            Array("s3cret\n".utf8), [0, 1, 0, 255], Array("\n\n".utf8),
+            (0..<32767).map { UInt8(truncatingIfNeeded: $0 &* 13) },
+        ]
+        for value in values {
+            let set = try kc("set", service, "token", input: value)
+            XCTAssertEqual(set.status, 0, "\(set)")
+            XCTAssertEqual(set.standardOutput, [])
+            let get = try kc("get", service, "token")
+            XCTAssertEqual(get.status, 0, "\(get)")
+            XCTAssertEqual(get.standardOutput, value, "\(value.count) bytes come back unchanged")
+        }
+    }
+
+    func testParsedAndFastGetAgree() throws {
+        let service = uniqueService()
+        try kc("set", service, "k", input: Array("v".utf8))
+        XCTAssertEqual(try kc("get", "--", service, "k").output, "v", "the parsed path")
+        XCTAssertEqual(try kc("get", service, "k").output, "v", "the unparsed fast path")
+        XCTAssertEqual(try kc("get", service, "missing").status, 1)
+        XCTAssertEqual(try kc("get", "--", service, "missing").status, 1)
+        XCTAssertEqual(try kc("get", service, "a/b").status, 64)
+        XCTAssertEqual(try kc("get", "--", service, "a/b").status, 64)
+    }
+
+    func testExitCodesAndOneLineErrors() throws {
+        let service = uniqueService()
+        try kc("set", service, "k", input: Array("v".utf8))
+        let cases: [(args: [String], input: [UInt8], status: Int32, says: String)] = [
+            (["get", service, "nope"], [], 1, "no item 'nope'"),
+            (["rm", service, "nope"], [], 1, "no item 'nope'"),
+            (["ls", service + ".absent"], [], 1, "no service"),
+            (["set", service, "e"], [], 2, "empty value"),
+            (["set", service, "big"], [UInt8](repeating: 7, count: 32768), 2, "value too large"),
+            (["set", service, "a/b"], Array("v".utf8), 64, "contains '/'"),
+            (["set", service, ".."], Array("v".utf8), 64, "cannot be '..'"),
+            (["set", "", "k"], Array("v".utf8), 64, "invalid service name: it is empty"),
+            (["set", String(repeating: "s", count: 256), "k"], Array("v".utf8), 64, "is 256 bytes long"),
+            (["set", "--access", "sometimes", service, "k"], Array("v".utf8), 64, "'sometimes' is invalid for '--access"),
+            (["set", "--timeout", "5x", service, "k"], Array("v".utf8), 64, "invalid timeout '5x'"),
+            (["set", "--timeout", "0", service, "k"], Array("v".utf8), 64, "invalid timeout '0'"),
+            (["get", service], [], 64, "Missing expected argument"),
+            (["frobnicate"], [], 64, "Unexpected argument"),
+        ]
+        for testCase in cases {
+            let result = try kc(testCase.args, input: testCase.input)
+            XCTAssertEqual(result.status, testCase.status, "\(testCase.args.prefix(3)): \(result)")
+            XCTAssertTrue(result.standardError.hasPrefix("kc: "), "\(testCase.args.prefix(3)): \(result)")
+            XCTAssertEqual(result.standardError.filter { $0 == "\n" }.count, 1, "one line: \(result)")
+            XCTAssertTrue(result.standardError.contains(testCase.says), "\(testCase.args.prefix(3)): \(result)")
+        }
+        XCTAssertEqual(try kc("get", service, "k").output, "v", "nothing stored was harmed")
+        XCTAssertEqual(try kc("ls", service).output, "k\n")
+    }
+
+    func testAccessTimeoutAndDeviceOnlyShowInLongListing() throws {
+        let service = uniqueService()
+        try kc("set", "--access", "after-first-unlock", "--this-device-only", service, "local", input: [1])
+        try kc("set", "--access", "always", "--timeout", "1h30m", service, "brief", input: [2, 3])
+        try kc("set", service, "plain", input: [4, 5, 6])
+        let lines = try kc("ls", "--long", service).output.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
+        XCTAssertEqual(lines.map { $0[0] }, ["brief", "local", "plain"])
+        XCTAssertEqual(lines.map { $0[1] }, ["always", "after-first-unlock+this-device-only", "when-unlocked"])
+        XCTAssertEqual(lines.map { $0[2] }, ["2", "1", "3"])
+        XCTAssertEqual(lines[0][3], "1h", "time left, as coarse as /proc/keys")
+        XCTAssertEqual(lines[1][3], "-")
+    }
+
+    func testJSONListings() throws {
+        let service = uniqueService()
+        try kc("set", "--timeout", "10m", service, "token", input: Array("abc".utf8))
+        let services = try JSONSerialization.jsonObject(with: Data(try kc("ls", "--json").standardOutput)) as? [String: Any]
+        XCTAssertTrue((services?["services"] as? [String])?.contains(service) ?? false)
+
+        let listing = try JSONSerialization.jsonObject(with: Data(try kc("ls", "--json", service).standardOutput)) as? [String: Any]
+        XCTAssertEqual(listing?["service"] as? String, service)
+        let item = try XCTUnwrap((listing?["items"] as? [[String: Any]])?.first)
+        XCTAssertEqual(item["name"] as? String, "token")
+        XCTAssertEqual(item["access"] as? String, "when-unlocked")
+        XCTAssertEqual(item["thisDeviceOnly"] as? Bool, false)
+        XCTAssertEqual(item["size"] as? Int, 3)
+        let secondsLeft = try XCTUnwrap(item["secondsLeft"] as? Int)
+        XCTAssertTrue((540...600).contains(secondsLeft), "10m or 9m, as coarse as /proc/keys: \(secondsLeft)")
+        XCTAssertNotNil(item["serial"] as? Int)
+    }
+
+    func testRemove() throws {
+        let service = uniqueService()
+        try kc("set", service, "k", input: [1])
+        XCTAssertEqual(try kc("rm", service, "k").status, 0)
+        XCTAssertEqual(try kc("get", service, "k").status, 1)
+    }
+
+    func testDoctorReportsKeyringsQuotaAndFuse() throws {
+        let result = try kc("doctor")
+        let names = result.output.split(separator: "\n").compactMap { $0.split(separator: ":").first?.dropFirst(5) }.map(String.init)
+        XCTAssertEqual(names, ["session keyring", "user keyring", "persistent keyring", "key quota", "/dev/fuse", "fusermount3"], result.output)
+        XCTAssertTrue(result.output.contains("uid \(getuid()): "), result.output)
+        let json = try JSONSerialization.jsonObject(with: Data(try kc("doctor", "--json").standardOutput)) as? [String: Any]
+        XCTAssertEqual((json?["checks"] as? [[String: Any]])?.count, 6)
+    }
+
+    func testHelpAndVersion() throws {
+        let help = try kc("--help")
+        XCTAssertEqual(help.status, 0)
+        for command in ["set", "get", "rm", "ls", "doctor"] { XCTAssertTrue(help.output.contains(command), command) }
+        XCTAssertTrue(try kc("set", "--help").output.contains("standard input"))
+        XCTAssertEqual(try kc("--version").status, 0)
+    }
+}

@@ -58,13 +58,16 @@ extension KeySerial {
         var capacity = Swift.max(sizeHint, 1)
         while true {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 8)
+            var written = 0
             defer {
-                buffer.initializeMemory(as: UInt8.self, repeating: 0)
+                // Only the bytes the kernel wrote can hold the secret.
+                UnsafeMutableRawBufferPointer(rebasing: buffer[..<written]).initializeMemory(as: UInt8.self, repeating: 0)
                 buffer.deallocate()
             }
             let length = try Int(keyctlResult {
                 system_keyctl_read(rawValue, buffer.baseAddress, capacity)
             }.get(call: "keyctl_read"))
+            written = Swift.min(length, capacity)
             if length <= capacity {
                 return try body(UnsafeRawBufferPointer(rebasing: buffer[..<length]))
             }

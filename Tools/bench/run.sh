@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Side-by-side speed of kc against its C floor, in one run (docs/BENCHMARKS.md):
+#   1. a Keychain read in-process vs the raw libkeyutils search+search+read (raw_read.c),
+#      with 1, 10, 100 and 1000 services and with 1000 items in one service;
+#   2. `kc get` as a whole process vs `keyctl pipe` of the same key (hyperfine).
+# Runs in a fresh session keyring and removes what it made.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out="$root/Tools/bench/out"
+mkdir -p "$out"
+export PATH="/opt/swift/usr/bin:$PATH"
+command -v hyperfine >/dev/null || { echo "bench: hyperfine is needed (apt-get install hyperfine)" >&2; exit 2; }
+
+swift build -c release --package-path "$root" --product kc >&2
+swift build -c release --package-path "$root/Tools/bench" >&2
+cc -O2 -o "$out/raw_read" "$root/Tools/bench/raw_read.c" -lkeyutils
+
+KC="$root/.build/release/kc" BENCH="$root/Tools/bench/.build/release/keychain-bench" RAW="$out/raw_read" \
+    OUT="$out" ITERATIONS="${ITERATIONS:-20000}" ROUNDS="${ROUNDS:-5}" \
+    keyctl session - bash "$root/Tools/bench/measure.sh"

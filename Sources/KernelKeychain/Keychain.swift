@@ -87,12 +87,12 @@ public struct Keychain: Sendable, Hashable {
     /// The kernel calls are `keyctl_search` (service keyring, then item) and
     /// `keyctl_read`; the caller needs search and read permission, which items made by
     /// kc grant to their owner's uid.
-    public func withBytes<R>(forKey key: String, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    public func withBytes<R>(forKey key: String, _ body: (UnsafeRawBufferPointer) -> R) throws(KeychainError) -> R? {
         try validateName(key, as: .item)
         guard let located = try locate(key) else { return nil }
         do {
             return try located.item.withPayload(body)
-        } catch let error as KeyctlError {
+        } catch {
             if error.meansKeyIsGone { return nil }  // removed or expired since the search
             throw KeychainError(error)
         }
@@ -100,31 +100,19 @@ public struct Keychain: Sendable, Hashable {
 
     /// The item's bytes, or nil. The caller owns the copy; zero it when done.
     public func data(forKey key: String) throws(KeychainError) -> [UInt8]? {
-        do {
-            return try withBytes(forKey: key) { Array($0) }
-        } catch let error as KeychainError {
-            throw error
-        } catch {
-            preconditionFailure("unreachable: the body does not throw")
-        }
+        try withBytes(forKey: key) { Array($0) }
     }
 
     /// The item as UTF-8 text, or nil.
     ///
     /// - Throws: ``KeychainError/decodingFailed(item:reason:)`` if the bytes are not UTF-8.
     public func string(forKey key: String) throws(KeychainError) -> String? {
-        do {
-            return try withBytes(forKey: key) { bytes throws(KeychainError) -> String in
-                guard let text = String(validating: bytes, as: UTF8.self) else {
-                    throw KeychainError.decodingFailed(item: key, reason: "the value is not valid UTF-8; read it with data(forKey:)")
-                }
-                return text
-            }
-        } catch let error as KeychainError {
-            throw error
-        } catch {
-            preconditionFailure("unreachable: the body throws only KeychainError")
+        let text: String?? = try withBytes(forKey: key) { String(validating: $0, as: UTF8.self) }
+        guard let text else { return nil }
+        guard let text else {
+            throw .decodingFailed(item: key, reason: "the value is not valid UTF-8; read it with data(forKey:)")
         }
+        return text
     }
 
     /// Whether the item exists (at any accessibility).
@@ -137,14 +125,9 @@ public struct Keychain: Sendable, Hashable {
     /// lengths, not on where they differ (UYLPasswordManager's `validKey`). False if the
     /// item is missing.
     public func matches(_ candidate: some Collection<UInt8>, forKey key: String) throws(KeychainError) -> Bool {
-        let probe = Array(candidate)
-        do {
-            return try withBytes(forKey: key) { stored in constantTimeEquals(stored, probe) } ?? false
-        } catch let error as KeychainError {
-            throw error
-        } catch {
-            preconditionFailure("unreachable: the body does not throw")
-        }
+        var probe = Array(candidate)
+        defer { probe.overwriteWithZeros() }
+        return try withBytes(forKey: key) { stored in constantTimeEquals(stored, probe) } ?? false
     }
 
     /// ``matches(_:forKey:)`` for text, compared as UTF-8.

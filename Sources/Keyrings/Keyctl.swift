@@ -53,8 +53,8 @@ extension KeySerial {
     /// Needs read permission (or search on a possessed keyring). The corresponding C
     /// function is `keyctl_read`.
     public func withPayload<R>(
-        sizeHint: Int = 4096, _ body: (UnsafeRawBufferPointer) throws -> R
-    ) throws -> R {
+        sizeHint: Int = 4096, _ body: (UnsafeRawBufferPointer) -> R
+    ) throws(KeyctlError) -> R {
         var capacity = Swift.max(sizeHint, 1)
         while true {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 8)
@@ -69,7 +69,7 @@ extension KeySerial {
             }.get(call: "keyctl_read"))
             written = Swift.min(length, capacity)
             if length <= capacity {
-                return try body(UnsafeRawBufferPointer(rebasing: buffer[..<length]))
+                return body(UnsafeRawBufferPointer(rebasing: buffer[..<length]))
             }
             capacity = length
         }
@@ -79,13 +79,7 @@ extension KeySerial {
     ///
     /// The corresponding C function is `keyctl_read`.
     public func read(sizeHint: Int = 4096) throws(KeyctlError) -> [UInt8] {
-        do {
-            return try withPayload(sizeHint: sizeHint) { Array($0) }
-        } catch let error as KeyctlError {
-            throw error
-        } catch {
-            preconditionFailure("unreachable: the body does not throw")
-        }
+        try withPayload(sizeHint: sizeHint) { Array($0) }
     }
 
     /// The payload's length in bytes, read without copying the payload.
@@ -99,14 +93,8 @@ extension KeySerial {
     ///
     /// Needs read permission on the keyring. The corresponding C function is `keyctl_read`.
     public func linkedKeys() throws(KeyctlError) -> [KeySerial] {
-        do {
-            return try withPayload(sizeHint: 64 * MemoryLayout<Int32>.size) { bytes in
-                bytes.withMemoryRebound(to: Int32.self) { $0.map(KeySerial.init(rawValue:)) }
-            }
-        } catch let error as KeyctlError {
-            throw error
-        } catch {
-            preconditionFailure("unreachable: the body does not throw")
+        try withPayload(sizeHint: 64 * MemoryLayout<Int32>.size) { bytes in
+            bytes.withMemoryRebound(to: Int32.self) { $0.map(KeySerial.init(rawValue:)) }
         }
     }
 

@@ -23,11 +23,8 @@ extension KC {
 /// `kc get`: the bytes go straight from the kernel's buffer to standard output.
 func printValue(service: String, key: String) throws {
     let keychain = try reporting { () throws(KeychainError) in try Keychain(service: service) }
-    let written: Bool?
-    do {
-        written = try keychain.withBytes(forKey: key) { writeAll(fd: 1, $0) }
-    } catch let error as KeychainError {
-        throw fail(error)
+    let written = try reporting { () throws(KeychainError) in
+        try keychain.withBytes(forKey: key) { writeAll(fd: 1, $0) }
     }
     switch written {
     case nil:

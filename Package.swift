@@ -39,10 +39,21 @@ let package = Package(
             ]
         ),
         .target(name: "KernelKeychain", dependencies: ["Keyrings"]),
+        .systemLibrary(name: "CFuse3", pkgConfig: "fuse3",
+                       providers: [.apt(["libfuse3-dev"])]),
+        .target(
+            name: "KeychainFS",
+            dependencies: [
+                "KernelKeychain",
+                "CFuse3",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .executableTarget(
             name: "kc",
             dependencies: [
                 "KernelKeychain",
+                "KeychainFS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             linkerSettings: staticRelease
@@ -52,6 +63,7 @@ let package = Package(
         .target(name: "KCTestSupport", dependencies: ["Keyrings"], path: "Tests/KCTestSupport"),
         .testTarget(name: "KeyringsTests", dependencies: ["Keyrings", "KCTestSupport"]),
         .testTarget(name: "KernelKeychainTests", dependencies: ["KernelKeychain", "Keyrings", "KCTestSupport"]),
+        .testTarget(name: "KeychainFSTests", dependencies: ["KeychainFS", "KernelKeychain", "KCTestSupport"]),
         .testTarget(name: "kcTests", dependencies: ["kc", "KernelKeychain", "Keyrings", "KCTestSupport"]),
     ]
 )

@@ -257,7 +257,7 @@ public struct Keychain: Sendable, Hashable {
 
     /// Finds the item: the keychain's own accessibility first (one search for the
     /// service keyring, one for the item), then the other levels.
-    private func locate(_ key: String) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
+    internal func locate(_ key: String) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
         guard let service else { return try locateInAnyService(key) }
         // The common case, kept free of collections: on this path in a short-lived
         // process the runtime's first generic-type lookups cost more than the syscalls.
@@ -303,7 +303,7 @@ public struct Keychain: Sendable, Hashable {
     /// descends into keyrings nested in the anchor (the user keyring, or a persistent
     /// keyring someone linked into the session), so a ring counts for an anchor only
     /// if it is linked there directly; it is found again under its own anchor.
-    private func existingRings(of service: String) throws(KeychainError) -> [ServiceKeyring] {
+    internal func existingRings(of service: String) throws(KeychainError) -> [ServiceKeyring] {
         var rings: [ServiceKeyring] = []
         for anchor in Anchor.allCases {
             let anchorSerial = try anchor.serial()

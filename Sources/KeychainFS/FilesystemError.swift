@@ -1,0 +1,31 @@
+public import SystemPackage
+import KernelKeychain
+
+/// A filesystem failure as the errno a shell user will see.
+public struct FilesystemError: Error, Hashable, Sendable {
+    public var errno: Errno
+    public init(_ errno: Errno) { self.errno = errno }
+
+    /// EFBIG for a value over 32767 bytes, EDQUOT for the key quota, EINVAL for an
+    /// empty value, EACCES for the kernel's refusals, ENAMETOOLONG for long names.
+    public init(_ error: KeychainError) {
+        switch error {
+        case .invalidName(_, let problem):
+            self.init(problem.contains("bytes long") ? .fileNameTooLong : .invalidArgument)
+        case .emptyValue, .invalidTimeout, .serviceRequired:
+            self.init(.invalidArgument)
+        case .valueTooLarge:
+            self.init(.fileTooLarge)
+        case .accessDenied:
+            self.init(.permissionDenied)
+        case .quotaExceeded:
+            self.init(.diskQuotaExceeded)
+        case .keyringsUnavailable:
+            self.init(.noFunction)
+        case .decodingFailed:
+            self.init(.ioError)
+        case .kernel(let underlying):
+            self.init(underlying.errno)
+        }
+    }
+}

@@ -4,10 +4,12 @@
 // libfuse 3 low-level API (Debian: libfuse3-dev). Only KeychainFS/Bridge imports this.
 // The API version is pinned here so every file sees the same structs and symbols.
 #define FUSE_USE_VERSION 314
+#include <stddef.h>
 #include <fuse_lowlevel.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
+#include <sys/prctl.h>
 
 // FUSE_ARGS_INIT is a macro.
 static inline struct fuse_args CFuse3_args_init(int argc, char **argv) {
@@ -31,6 +33,12 @@ static inline int CFuse3_session_loop_mt(struct fuse_session *session, unsigned 
 static inline void CFuse3_file_info_set_direct_io(struct fuse_file_info *info) {
     info->direct_io = 1;
     info->keep_cache = 0;
+}
+
+// prctl is variadic, which Swift cannot call. The daemon makes itself undumpable:
+// no core file, and no ptrace by other processes of the same uid.
+static inline int CFuse3_disable_dumping(void) {
+    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
 #endif

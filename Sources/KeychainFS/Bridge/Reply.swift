@@ -1,0 +1,19 @@
+import SystemPackage
+
+/// The one answer a request gets. Every operation computes a `Reply` and the
+/// trampoline in Operations.swift sends it, so each request is answered exactly once.
+enum Reply {
+    case error(Errno)
+    case success
+    case entry(number: UInt64, attributes: NodeAttributes)
+    case attributes(number: UInt64, attributes: NodeAttributes)
+    case open(handle: UInt64, directIO: Bool)
+    case create(number: UInt64, attributes: NodeAttributes, handle: UInt64)
+    case bytes([UInt8])
+    case attributeSize(Int)
+    case written(Int)
+    case statistics(FilesystemStatistics)
+    case directory(OpenDirectory, offset: Int, maxSize: Int)
+    /// forget: the kernel expects no answer.
+    case none
+}

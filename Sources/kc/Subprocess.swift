@@ -1,0 +1,37 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Starts a program found on PATH (or by path) with `arguments`, keeping the open file
+/// descriptors listed in `keep`; returns its pid, or nil if it could not start.
+func spawn(_ program: String, _ arguments: [String], closingInChild: [Int32] = []) -> pid_t? {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    for descriptor in closingInChild { posix_spawn_file_actions_addclose(&actions, descriptor) }
+    let argv: [UnsafeMutablePointer<CChar>?] = ([program] + arguments).map { (text: String) in strdup(text) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    let status = posix_spawnp(&pid, program, &actions, nil, argv, environ)
+    return status == 0 ? pid : nil
+}
+
+/// Runs a program to completion; its exit status, or nil if it could not start or was killed.
+func runToCompletion(_ program: String, _ arguments: [String]) -> Int32? {
+    guard let pid = spawn(program, arguments) else { return nil }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 {
+        if errno != EINTR { return nil }
+    }
+    // WIFEXITED / WEXITSTATUS are macros.
+    return status & 0x7f == 0 ? (status >> 8) & 0xff : nil
+}
+
+/// The path of this executable.
+func ownExecutablePath() -> String {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    guard length > 0 else { return CommandLine.arguments[0] }
+    buffer[length] = 0
+    return String(cString: buffer)
+}

@@ -65,7 +65,13 @@ extension KC {
                 newItemAccessibility: Accessibility(level: level, thisDeviceOnly: false),
                 uid: getuid(), gid: getgid()))
             let ready = readyFd
-            if ready != nil { _ = setsid() }
+            if let ready {
+                // A daemon keeps nothing it inherited but its standard streams (until
+                // ready) and the ready pipe: a caller waiting for a pipe or socket it
+                // passed to `kc mount` to close must not wait for the daemon's lifetime.
+                closefrom(ready + 1)
+                _ = setsid()
+            }
             do {
                 try KeychainMount.serve(filesystem: filesystem, at: path, allowOther: allowOther) {
                     guard let ready else { return }
@@ -89,12 +95,12 @@ extension KC {
                 standardError("kc: cannot create a pipe: \(String(cString: strerror(errno)))")
                 throw ExitStatus.failure
             }
-            var arguments = ["mount", "--foreground", "--ready-fd", String(ends[1]), "--access", level.rawValue]
+            var arguments = ["mount", "--foreground", "--ready-fd", "3", "--access", level.rawValue]
             if readOnly { arguments.append("--read-only") }
             if allowOther { arguments.append("--allow-other") }
             if let service { arguments += ["--service", service] }
             arguments += ["--", path]
-            let child = spawn(ownExecutablePath(), arguments, closingInChild: [ends[0]])
+            let child = spawn(ownExecutablePath(), arguments, closingInChild: [ends[0]], movingToThree: ends[1])
             close(ends[1])
             guard child != nil else {
                 standardError("kc: cannot start the mount daemon")

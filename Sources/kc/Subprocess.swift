@@ -2,13 +2,14 @@
 import Glibc
 #endif
 
-/// Starts a program found on PATH (or by path) with `arguments`, keeping the open file
-/// descriptors listed in `keep`; returns its pid, or nil if it could not start.
-func spawn(_ program: String, _ arguments: [String], closingInChild: [Int32] = []) -> pid_t? {
+/// Starts a program found on PATH (or by path) with `arguments`; returns its pid, or
+/// nil if it could not start. `movingToThree` becomes the child's descriptor 3.
+func spawn(_ program: String, _ arguments: [String], closingInChild: [Int32] = [], movingToThree: Int32? = nil) -> pid_t? {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
     for descriptor in closingInChild { posix_spawn_file_actions_addclose(&actions, descriptor) }
+    if let movingToThree { posix_spawn_file_actions_adddup2(&actions, movingToThree, 3) }
     let argv: [UnsafeMutablePointer<CChar>?] = ([program] + arguments).map { (text: String) in strdup(text) } + [nil]
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0

@@ -35,6 +35,17 @@ public enum UnprivilegedUser {
         return copy
     }
 
+    /// Debian's udev rule makes /dev/fuse mode 0666; where it is not (some VMs keep
+    /// 0600), libfuse cannot mount for an ordinary user. Grant the test user alone
+    /// read and write with an ACL, as the usual mode grants every user. False if that
+    /// is impossible here.
+    public static func grantFUSEDevice() -> Bool {
+        let check = "test -r /dev/fuse && test -w /dev/fuse"
+        if (try? runCommand("/usr/sbin/runuser", ["-u", name, "--", "/bin/sh", "-c", check]))?.status == 0 { return true }
+        _ = try? runCommand("/usr/bin/env", ["setfacl", "-m", "u:\(name):rw", "/dev/fuse"])
+        return (try? runCommand("/usr/sbin/runuser", ["-u", name, "--", "/bin/sh", "-c", check]))?.status == 0
+    }
+
     /// Runs `script` with `sh` as the test user in a fresh session keyring; `$KC` is kc.
     public static func run(_ script: String, input: [UInt8] = []) throws -> CommandResult {
         let wrapped = "KC=\(kcCopy); export KC; cd /tmp; \(script)"

@@ -1,0 +1,68 @@
+import Foundation
+import XCTest
+
+/// A real mount served by the built `kc` in a child process, in a fresh temporary
+/// directory, unmounted at the end.
+public final class MountFixture {
+    public let path: String
+    private var unmounted = false
+
+    /// Throws XCTSkip where FUSE cannot work here.
+    public static func requireFUSE() throws {
+        let fd = open("/dev/fuse", O_RDWR)
+        if fd >= 0 { close(fd) } else if getuid() == 0 {
+            throw XCTSkip("/dev/fuse cannot be opened here: \(String(cString: strerror(errno)))")
+        }
+        guard programExists("fusermount3") else { throw XCTSkip("fusermount3 is not installed (package fuse3)") }
+    }
+
+    /// Mounts with `kc mount [options] DIR` (which returns once the mount is ready).
+    public init(options: [String] = []) throws {
+        try Self.requireFUSE()
+        path = try Self.makeDirectory()
+        let result = try kc(["mount"] + options + [path])
+        guard result.status == 0 else {
+            throw XCTSkip("kc mount failed here: \(result.standardError)")
+        }
+    }
+
+    public static func makeDirectory(owner: String? = nil) throws -> String {
+        let path = "/tmp/kc-mount-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        if let owner { _ = try runCommand("/bin/chown", [owner, path]) }
+        return path
+    }
+
+    public func file(_ components: String...) -> String {
+        ([path] + components).joined(separator: "/")
+    }
+
+    public func unmount() {
+        guard !unmounted else { return }
+        unmounted = true
+        _ = try? kc("umount", path)
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    deinit { unmount() }
+}
+
+/// Whether `path` is a mount point now (from /proc/self/mountinfo).
+public func isMounted(_ path: String) -> Bool {
+    guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+    return table.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first == Substring(path) }
+}
+
+/// open/write/close through the mount with plain syscalls; the errno of the first
+/// failing step, or 0.
+public func writeFile(_ path: String, _ bytes: [UInt8], flags: Int32 = O_WRONLY | O_CREAT | O_TRUNC) -> Int32 {
+    let fd = open(path, flags, 0o600)
+    guard fd >= 0 else { return errno }
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, bytes.count - offset) }
+        if written < 0 { let error = errno; close(fd); return error }
+        offset += written
+    }
+    return close(fd) == 0 ? 0 : errno
+}

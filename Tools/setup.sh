@@ -13,17 +13,22 @@ sudo=""
 $sudo install -m 0755 "$root/.build/release/kc" /usr/local/bin/kc
 echo "kc: installed /usr/local/bin/kc" >&2
 
-# The demo runs in a throwaway session keyring so it leaves nothing behind.
-keyctl session - bash -c '
+# The demo runs in a throwaway session keyring so it leaves nothing behind: store a
+# secret, mount ~/kc, read it with cat, unmount.
+mountpoint="$HOME/kc"
+if mountpoint -q "$mountpoint" 2>/dev/null; then mountpoint=$(mktemp -d /tmp/kc-demo.XXXXXX); fi
+mkdir -p "$mountpoint"
+KC_DEMO_MOUNT="$mountpoint" keyctl session - bash -c '
 set -e
-echo "\$ printf %s hunter2 | kc set com.example.demo token"
-printf %s hunter2 | kc set com.example.demo token
-echo "\$ kc get com.example.demo token"
-kc get com.example.demo token; echo
-echo "\$ kc ls --long com.example.demo"
-kc ls --long com.example.demo
-echo "\$ keyctl print \$(keyctl search @s user token)"
-keyctl print "$(keyctl search @s user token)"
-echo "\$ kc rm com.example.demo token"
-kc rm com.example.demo token
-'
+m=$KC_DEMO_MOUNT
+show() { printf "$ %s\n" "$*"; eval "$@"; }
+show "printf %s hunter2 | kc set com.example.demo token"
+show "kc get com.example.demo token; echo"
+show "kc mount $m"
+show "ls -l $m/com.example.demo"
+show "cat $m/com.example.demo/token; echo"
+show "printf %s correct-horse > $m/com.example.demo/token"
+show "kc get com.example.demo token; echo"
+show "kc umount $m"
+show "kc rm com.example.demo token"
+' 2>&1 | grep -v "^Joined session keyring"

@@ -7,7 +7,12 @@ export PATH="/opt/swift/usr/bin:$PATH"
 bash "$root/Tools/install-deps.sh"
 
 echo "kc: building the release kc (static, stripped)" >&2
-swift build -c release --package-path "$root" --product kc >&2
+mkdir -p "$root/.build"
+if ! swift build -c release --package-path "$root" --product kc > "$root/.build/setup-build.log" 2>&1; then
+    cat "$root/.build/setup-build.log" >&2
+    echo "kc: the build failed; the log above is in .build/setup-build.log" >&2
+    exit 2
+fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 $sudo install -m 0755 "$root/.build/release/kc" /usr/local/bin/kc

@@ -70,8 +70,15 @@ extension Keychain {
     }
 
     /// Whether the service has a keyring at any accessibility (it may hold no items).
+    /// Stops at the first keyring found, so the common case is one `keyctl_search`.
     public func serviceExists() throws(KeychainError) -> Bool {
         guard let service else { return true }
-        return try !existingRings(of: service).isEmpty
+        for anchor in Anchor.probeOrder(startingWith: accessibility.anchor) {
+            let anchorSerial = try anchor.serial()
+            for marker in ServiceMarker.allCases {
+                if try ServiceKeyring.find(service: service, marker: marker, under: anchorSerial) != nil { return true }
+            }
+        }
+        return false
     }
 }

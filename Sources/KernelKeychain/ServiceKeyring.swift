@@ -48,6 +48,14 @@ extension Anchor {
     }
 }
 
+extension Anchor {
+    /// `first`, then the other anchors: the session anchor is searched last only when
+    /// another level is the likely home.
+    static func probeOrder(startingWith first: Anchor) -> [Anchor] {
+        [first] + allCases.filter { $0 != first }
+    }
+}
+
 /// Portable items and device-only items of one service live in sibling keyrings, so
 /// the marking is kept in the kernel and the value bytes stay exactly the user's.
 internal enum ServiceMarker: CaseIterable, Sendable {

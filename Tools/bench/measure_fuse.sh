@@ -17,15 +17,15 @@ cleanup() {
 trap cleanup EXIT
 
 printf '%s' "$value" | "$KC" set bench.fs token
-printf '%s' "$value" > "$shm/token"
+mkdir "$shm/bench.fs"; printf "%s" "$value" > "$shm/bench.fs/token"
 "$KC" mount "$kcmnt"
-"$MINIMAL" "$minmnt" "$value" &
-for _ in $(seq 100); do [ -e "$minmnt/value" ] && break; sleep 0.05; done
+"$MINIMAL" "$minmnt" bench.fs "$value" &
+for _ in $(seq 100); do [ -e "$minmnt/bench.fs/token" ] && break; sleep 0.05; done
 
 echo "## cat as a whole process (hyperfine, 1000 runs each)"
 echo
 hyperfine -N --warmup 100 --runs 1000 --export-json "$OUT/cat.json" \
-    "cat $kcmnt/bench.fs/token" "cat $shm/token" "cat $minmnt/value" >&2
+    "cat $kcmnt/bench.fs/token" "cat $shm/bench.fs/token" "cat $minmnt/bench.fs/token" >&2
 python3 - "$OUT/cat.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]
@@ -45,8 +45,8 @@ echo
 k=(); t=(); m=()
 for _ in $(seq "$ROUNDS"); do
     k+=("$("$LOOP" "$kcmnt/bench.fs/token" "$ITERATIONS")")
-    t+=("$("$LOOP" "$shm/token" "$ITERATIONS")")
-    m+=("$("$LOOP" "$minmnt/value" "$ITERATIONS")")
+    t+=("$("$LOOP" "$shm/bench.fs/token" "$ITERATIONS")")
+    m+=("$("$LOOP" "$minmnt/bench.fs/token" "$ITERATIONS")")
 done
 km=$(printf '%s\n' "${k[@]}" | median); tm=$(printf '%s\n' "${t[@]}" | median); mm=$(printf '%s\n' "${m[@]}" | median)
 echo "| kc mount | tmpfs | minimal C libfuse | kc / minimal | kc / tmpfs |"

@@ -1,7 +1,8 @@
 /* The floor for docs/BENCHMARKS.md: the smallest libfuse low-level filesystem that
- * serves one file, "value", from memory, with kc's cache policy (entry and attribute
- * timeouts 0, direct I/O) and kc's multi-threaded loop. Whatever it costs, FUSE costs.
- * usage: minimal_fuse MOUNTPOINT VALUE     (foreground; stop with fusermount3 -u) */
+ * serves one file from memory at the same depth as kc (DIR/token), with kc's cache
+ * policy (entry and attribute timeouts 0, direct I/O) and kc's multi-threaded loop.
+ * Whatever it costs, FUSE itself costs.
+ * usage: minimal_fuse MOUNTPOINT DIR VALUE     (foreground; stop with fusermount3 -u) */
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 #include <errno.h>
@@ -10,25 +11,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+enum { ROOT = 1, DIRECTORY = 2, FILE_INO = 3 };
+static const char *directory_name;
 static const char *value;
 static size_t value_length;
 
 static void fill(fuse_ino_t ino, struct stat *st) {
     memset(st, 0, sizeof *st);
     st->st_ino = ino;
-    if (ino == 1) { st->st_mode = S_IFDIR | 0700; st->st_nlink = 2; }
-    else { st->st_mode = S_IFREG | 0600; st->st_nlink = 1; st->st_size = (off_t)value_length; }
+    if (ino == FILE_INO) { st->st_mode = S_IFREG | 0600; st->st_nlink = 1; st->st_size = (off_t)value_length; }
+    else { st->st_mode = S_IFDIR | 0700; st->st_nlink = 2; }
     st->st_uid = getuid();
     st->st_gid = getgid();
 }
 
 static void on_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
-    if (parent != 1 || strcmp(name, "value") != 0) { fuse_reply_err(req, ENOENT); return; }
+    fuse_ino_t ino = 0;
+    if (parent == ROOT && strcmp(name, directory_name) == 0) ino = DIRECTORY;
+    if (parent == DIRECTORY && strcmp(name, "token") == 0) ino = FILE_INO;
+    if (ino == 0) { fuse_reply_err(req, ENOENT); return; }
     struct fuse_entry_param entry;
-    memset(&entry, 0, sizeof entry);
-    entry.ino = 2;
-    fill(2, &entry.attr);
-    fuse_reply_entry(req, &entry);  /* timeouts stay 0 */
+    memset(&entry, 0, sizeof entry);  /* timeouts stay 0 */
+    entry.ino = ino;
+    fill(ino, &entry.attr);
+    fuse_reply_entry(req, &entry);
 }
 
 static void on_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
@@ -39,7 +45,7 @@ static void on_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 static void on_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-    if (ino != 2) { fuse_reply_err(req, EISDIR); return; }
+    if (ino != FILE_INO) { fuse_reply_err(req, EISDIR); return; }
     fi->direct_io = 1;
     fuse_reply_open(req, fi);
 }
@@ -52,8 +58,9 @@ static void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: minimal_fuse MOUNTPOINT VALUE\n"); return 64; }
-    value = argv[2];
+    if (argc != 4) { fprintf(stderr, "usage: minimal_fuse MOUNTPOINT DIR VALUE\n"); return 64; }
+    directory_name = argv[2];
+    value = argv[3];
     value_length = strlen(value);
     struct fuse_lowlevel_ops ops;
     memset(&ops, 0, sizeof ops);

@@ -101,20 +101,15 @@ final class OpenHandles: Sendable {
 
     private let state = Mutex(State())
 
-    func add(_ file: OpenFile) -> UInt64 {
-        state.withLock { state in
-            let handle = state.next
-            state.next += 1
-            state.files[handle] = file
-            return handle
-        }
-    }
+    func add(_ file: OpenFile) -> UInt64 { insert { $0.files[$1] = file } }
+    func add(_ directory: OpenDirectory) -> UInt64 { insert { $0.directories[$1] = directory } }
 
-    func add(_ directory: OpenDirectory) -> UInt64 {
+    /// Takes the next handle number and files the object under it.
+    private func insert(_ file: (inout State, UInt64) -> Void) -> UInt64 {
         state.withLock { state in
             let handle = state.next
             state.next += 1
-            state.directories[handle] = directory
+            file(&state, handle)
             return handle
         }
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's first command: install what kc needs, build the release `kc`, install
-# it on the PATH (/usr/local/bin), and show it working on a throwaway secret.
+# The README's first command: install what kc needs, build the release `kc` and its
+# mount daemon `kc-mountd`, install them in /usr/local/bin, and show them working on a
+# throwaway secret.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -8,15 +9,16 @@ bash "$root/Tools/install-deps.sh"
 
 echo "kc: building the release kc (static, stripped)" >&2
 mkdir -p "$root/.build"
-if ! swift build -c release --package-path "$root" --product kc > "$root/.build/setup-build.log" 2>&1; then
+if ! { swift build -c release --package-path "$root" --product kc &&
+       swift build -c release --package-path "$root" --product kc-mountd; } > "$root/.build/setup-build.log" 2>&1; then
     cat "$root/.build/setup-build.log" >&2
     echo "kc: the build failed; the log above is in .build/setup-build.log" >&2
     exit 2
 fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
-$sudo install -m 0755 "$root/.build/release/kc" /usr/local/bin/kc
-echo "kc: installed /usr/local/bin/kc" >&2
+$sudo install -m 0755 "$root/.build/release/kc" "$root/.build/release/kc-mountd" /usr/local/bin/
+echo "kc: installed /usr/local/bin/kc and its mount daemon /usr/local/bin/kc-mountd" >&2
 
 # The demo runs in a throwaway session keyring so it leaves nothing behind: store a
 # secret, mount ~/kc, read it with cat, unmount.

@@ -1,6 +1,5 @@
 import ArgumentParser
 import KernelKeychain
-import KeychainFS
 
 #if canImport(Glibc)
 import Glibc
@@ -43,9 +42,6 @@ extension KC {
             valueName: "level"))
         var level: Accessibility.Level = .whenUnlocked
 
-        @Option(help: .hidden)
-        var readyFd: Int32?
-
         func validate() throws {
             if let service { try validateArgument(service, as: .service) }
         }
@@ -58,52 +54,43 @@ extension KC {
                 standardError("kc: \(path) is not a directory; create it first: mkdir -p \(path)")
                 throw ExitStatus.failure
             }
-            if !foreground && readyFd == nil { try startInBackground(path) }
-
-            let filesystem = KeychainFilesystem(configuration: MountConfiguration(
-                readOnly: readOnly, service: service,
-                newItemAccessibility: Accessibility(level: level, thisDeviceOnly: false),
-                uid: getuid(), gid: getgid()))
-            let ready = readyFd
-            if let ready {
-                // A daemon keeps nothing it inherited but its standard streams (until
-                // ready) and the ready pipe: a caller waiting for a pipe or socket it
-                // passed to `kc mount` to close must not wait for the daemon's lifetime.
-                closefrom(ready + 1)
-                _ = setsid()
-            }
-            do {
-                try KeychainMount.serve(filesystem: filesystem, at: path, allowOther: allowOther) {
-                    guard let ready else { return }
-                    // Tell the waiting parent, then let go of its terminal.
-                    _ = "ready\n".withCString { write(ready, $0, 6) }
-                    close(ready)
-                    let null = open("/dev/null", O_RDWR)
-                    if null >= 0 { for descriptor in Int32(0)...2 { dup2(null, descriptor) }; close(null) }
-                }
-            } catch {
-                standardError("kc: \(error)")
+            let arguments = daemonArguments(path)
+            if foreground {
+                // The daemon takes this process's place, so a supervisor's signals reach it.
+                let argv: [UnsafeMutablePointer<CChar>?] = ([daemonPath] + arguments).map { (text: String) in strdup(text) } + [nil]
+                execv(daemonPath, argv)
+                standardError("kc: cannot run \(daemonPath): \(String(cString: strerror(errno))); reinstall kc (./Tools/setup.sh)")
                 throw ExitStatus.failure
             }
+            try startInBackground(arguments)
         }
 
-        /// Runs this command again with --foreground in a new process and returns once it
-        /// reports the mount ready (exit 0) or fails (exit 2, its message already printed).
-        private func startInBackground(_ path: String) throws -> Never {
+        /// `kc-mountd`, installed next to `kc`.
+        private var daemonPath: String {
+            let own = ownExecutablePath()
+            return String(own[..<(own.lastIndex(of: "/") ?? own.startIndex)]) + "/kc-mountd"
+        }
+
+        private func daemonArguments(_ path: String) -> [String] {
+            var arguments = ["--access", level.rawValue]
+            if readOnly { arguments.append("--read-only") }
+            if allowOther { arguments.append("--allow-other") }
+            if let service { arguments += ["--service", service] }
+            return arguments + ["--", path]
+        }
+
+        /// Starts the daemon and returns once it reports the mount ready (exit 0) or fails
+        /// (exit 2, its message already printed).
+        private func startInBackground(_ daemonArguments: [String]) throws -> Never {
             var ends: [Int32] = [0, 0]
             guard pipe(&ends) == 0 else {
                 standardError("kc: cannot create a pipe: \(String(cString: strerror(errno)))")
                 throw ExitStatus.failure
             }
-            var arguments = ["mount", "--foreground", "--ready-fd", "3", "--access", level.rawValue]
-            if readOnly { arguments.append("--read-only") }
-            if allowOther { arguments.append("--allow-other") }
-            if let service { arguments += ["--service", service] }
-            arguments += ["--", path]
-            let child = spawn(ownExecutablePath(), arguments, closingInChild: [ends[0]], movingToThree: ends[1])
+            let child = spawn(daemonPath, ["--ready-fd", "3"] + daemonArguments, closingInChild: [ends[0]], movingToThree: ends[1])
             close(ends[1])
             guard child != nil else {
-                standardError("kc: cannot start the mount daemon")
+                standardError("kc: cannot start \(daemonPath); reinstall kc (./Tools/setup.sh)")
                 throw ExitStatus.failure
             }
             var message = [UInt8](repeating: 0, count: 16)

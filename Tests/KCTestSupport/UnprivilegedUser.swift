@@ -21,16 +21,20 @@ public enum UnprivilegedUser {
         return ok
     }
 
-    /// A copy of the built `kc` that the test user may run (the build folder may not be
-    /// readable by other users), with the Swift runtime it links against.
+    /// A copy of the built `kc` (and `kc-mountd`) that the test user may run: the build
+    /// folder may not be readable by other users.
     public static var kcCopy: String {
         let directory = "/tmp/kc-test-bin-\(getpid())"
         let copy = directory + "/kc"
         if !FileManager.default.fileExists(atPath: copy) {
             try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                      attributes: [.posixPermissions: 0o755])
-            try? FileManager.default.copyItem(atPath: builtKC, toPath: copy)
-            try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: copy)
+            // kc and the mount daemon it starts from the same folder.
+            let built = URL(fileURLWithPath: builtKC).deletingLastPathComponent().path
+            for program in ["kc", "kc-mountd"] {
+                try? FileManager.default.copyItem(atPath: built + "/" + program, toPath: directory + "/" + program)
+                try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory + "/" + program)
+            }
         }
         return copy
     }
@@ -46,9 +50,24 @@ public enum UnprivilegedUser {
         return (try? runCommand("/usr/sbin/runuser", ["-u", name, "--", "/bin/sh", "-c", check]))?.status == 0
     }
 
-    /// Runs `script` with `sh` as the test user in a fresh session keyring; `$KC` is kc.
-    public static func run(_ script: String, input: [UInt8] = []) throws -> CommandResult {
+    /// Runs `script` with `sh` as the test user, by default in a fresh session keyring
+    /// (which costs one key of the user's quota); `$KC` is kc.
+    public static func run(_ script: String, input: [UInt8] = [], freshSession: Bool = true) throws -> CommandResult {
         let wrapped = "KC=\(kcCopy); export KC; cd /tmp; \(script)"
-        return try runCommand("/usr/sbin/runuser", ["-u", name, "--", "keyctl", "session", "-", "/bin/sh", "-c", wrapped], input: input)
+        let session = freshSession ? ["keyctl", "session", "-"] : []
+        return try runCommand("/usr/sbin/runuser", ["-u", name, "--"] + session + ["/bin/sh", "-c", wrapped], input: input)
+    }
+
+    /// The kernel frees the keys of a dead session asynchronously; tests that filled
+    /// the quota wait for it so the next test starts with room (at most 10 s).
+    public static func waitForKeyCollection() {
+        guard let uid = try? runCommand("/usr/bin/id", ["-u", name]).output.trimmingCharacters(in: .whitespacesAndNewlines) else { return }
+        for _ in 0..<200 {
+            let line = (try? String(contentsOfFile: "/proc/key-users", encoding: .utf8))?
+                .split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix(uid + ":") }
+            let used = line.flatMap { $0.split(separator: " ").dropFirst(3).first?.split(separator: "/").first }.flatMap { Int($0) } ?? 0
+            if used < 100 { return }
+            usleep(50_000)
+        }
     }
 }

@@ -171,6 +171,15 @@ final class MountLifecycleTests: KeyringTestCase {
         XCTAssertEqual(try String(contentsOfFile: "\(path)/\(service)/item3", encoding: .utf8), "value3")
     }
 
+    func testNewFilesTakeTheMountsAccessLevel() throws {
+        let service = uniqueService()
+        let mount = try MountFixture(options: ["--access", "after-first-unlock"])
+        defer { mount.unmount() }
+        XCTAssertEqual(mkdir(mount.file(service), 0o700), 0)
+        XCTAssertEqual(writeFile(mount.file(service, "new"), Array("v".utf8)), 0)
+        XCTAssertEqual(try Keychain(service: service).item("new")?.accessibility, .afterFirstUnlock)
+    }
+
     func testMountErrorsAreOneLine() throws {
         try MountFixture.requireFUSE()
         let result = try kc("mount", "/nonexistent/kc-mount-point")
@@ -194,7 +203,10 @@ final class MountLifecycleTests: KeyringTestCase {
         guard UnprivilegedUser.available else { throw XCTSkip("runs as the test user, which needs root to create") }
         guard UnprivilegedUser.grantFUSEDevice() else { throw XCTSkip("the test user cannot be given /dev/fuse here") }
         let path = try MountFixture.makeDirectory(owner: UnprivilegedUser.name)
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        defer {
+            if isMounted(path) { _ = try? UnprivilegedUser.run("\"$KC\" umount '\(path)'", freshSession: false) }
+            try? FileManager.default.removeItem(atPath: path)
+        }
         let result = try UnprivilegedUser.run("""
             "$KC" mount '\(path)' || exit 10
             mkdir '\(path)/svc.fs'
@@ -210,8 +222,13 @@ final class MountLifecycleTests: KeyringTestCase {
             echo "stored=$i"; cat /tmp/kc-fs-quota.$$; rm -f /tmp/kc-fs-quota.$$ /tmp/kc-fs-src.$$
             echo "item0=$(cat '\(path)/svc.fs/item-0')"
             echo "listed=$(ls '\(path)/svc.fs' | wc -l)"
-            "$KC" umount '\(path)'
             """)
+        // The daemon outlives the script; root, another uid, is refused by the kernel.
+        let rootRead = try runCommand("/bin/cat", [path + "/svc.fs/token"])
+        XCTAssertNotEqual(rootRead.status, 0)
+        XCTAssertTrue(rootRead.standardError.contains("Permission denied"), "\(rootRead)")
+        XCTAssertEqual(try UnprivilegedUser.run("\"$KC\" umount '\(path)'", freshSession: false).status, 0)
+        UnprivilegedUser.waitForKeyCollection()
         XCTAssertEqual(result.status, 0, "\(result)")
         XCTAssertTrue(result.output.hasPrefix("mine\n"), "\(result)")
         XCTAssertFalse(result.output.contains("stored=300"), "\(result)")

@@ -59,6 +59,7 @@ final class UnprivilegedTests: KeyringTestCase {
         XCTAssertTrue(output.contains("status-line=kc: key quota exceeded (add_key: Disk quota exceeded): uid "), output)
         XCTAssertTrue(output.contains("sysctl -w kernel.keys.maxkeys="), output)
         XCTAssertTrue(output.contains("damaged=0"), output)
+        if UnprivilegedUser.available { UnprivilegedUser.waitForKeyCollection() }
     }
 
     func testAnotherUidCannotReadTheItems() throws {

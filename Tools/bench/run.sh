@@ -14,6 +14,7 @@ export PATH="/opt/swift/usr/bin:$PATH"
 command -v hyperfine >/dev/null || { echo "bench: hyperfine is needed (apt-get install hyperfine)" >&2; exit 2; }
 
 swift build -c release --package-path "$root" --product kc >&2
+swift build -c release --package-path "$root" --product kc-mountd >&2
 swift build -c release --package-path "$root/Tools/bench" >&2
 cc -O2 -o "$out/raw_read" "$root/Tools/bench/raw_read.c" -lkeyutils
 cc -O2 -o "$out/minimal_fuse" "$root/Tools/bench/minimal_fuse.c" $(pkg-config --cflags --libs fuse3)

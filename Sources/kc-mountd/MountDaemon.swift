@@ -1,0 +1,65 @@
+import ArgumentParser
+import KernelKeychain
+import KeychainFS
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Serves one kc mount. Started by `kc mount`, which checks the mount point first and
+/// waits on `--ready-fd` for "ready"; with no ready descriptor it serves in the
+/// foreground (`kc mount --foreground` runs this program in its own place).
+@main
+struct MountDaemon: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kc-mountd",
+        abstract: "The FUSE daemon behind 'kc mount'; run 'kc mount' instead."
+    )
+
+    @Argument var mountpoint: String
+    @Flag var readOnly = false
+    @Option var service: String?
+    @Flag var allowOther = false
+    @Option(name: .customLong("access")) var level: String = Accessibility.Level.whenUnlocked.rawValue
+    @Option var readyFd: Int32?
+
+    func run() throws {
+        guard let level = Accessibility.Level(rawValue: level) else {
+            report("kc: unknown access level '\(self.level)'")
+            throw ExitCode(64)
+        }
+        if let readyFd {
+            // A daemon keeps nothing it inherited but its standard streams (until ready)
+            // and the ready pipe: a caller waiting for a pipe or socket it passed to
+            // `kc mount` to close must not wait for the daemon's lifetime.
+            closefrom(readyFd + 1)
+            _ = setsid()
+        }
+        let filesystem = KeychainFilesystem(configuration: MountConfiguration(
+            readOnly: readOnly, service: service,
+            newItemAccessibility: Accessibility(level: level, thisDeviceOnly: false),
+            uid: getuid(), gid: getgid()))
+        let ready = readyFd
+        do {
+            try KeychainMount.serve(filesystem: filesystem, at: mountpoint, allowOther: allowOther) {
+                guard let ready else { return }
+                // Tell the waiting `kc mount`, then let go of its terminal.
+                _ = "ready\n".withCString { write(ready, $0, 6) }
+                close(ready)
+                let null = open("/dev/null", O_RDWR)
+                if null >= 0 {
+                    for descriptor in Int32(0)...2 { dup2(null, descriptor) }
+                    close(null)
+                }
+            }
+        } catch {
+            report("kc: \(error)")
+            throw ExitCode(2)
+        }
+    }
+
+    private func report(_ line: String) {
+        var text = line + "\n"
+        text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+    }
+}

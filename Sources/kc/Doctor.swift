@@ -21,7 +21,7 @@ extension KC {
         var json = false
 
         func run() throws {
-            let checks = KeyringDiagnostics.run() + [fuseDevice(), fusermount()]
+            let checks = KeyringDiagnostics.run() + [fuseDevice(), fusermount(), mountDaemon()]
             if json {
                 try printJSON(CheckList(checks: checks.map(CheckEntry.init)))
             } else {
@@ -42,6 +42,16 @@ extension KC {
             let reason = String(cString: strerror(errno))
             return DiagnosticCheck(name: "/dev/fuse", status: .warn, detail:
                 "\(reason): 'kc mount' cannot work here (load the fuse module, or pass --device /dev/fuse to a container)")
+        }
+
+        private func mountDaemon() -> DiagnosticCheck {
+            let own = ownExecutablePath()
+            let daemon = String(own[..<(own.lastIndex(of: "/") ?? own.startIndex)]) + "/kc-mountd"
+            if access(daemon, X_OK) == 0 {
+                return DiagnosticCheck(name: "kc-mountd", status: .ok, detail: daemon)
+            }
+            return DiagnosticCheck(name: "kc-mountd", status: .warn, detail:
+                "\(daemon) is missing: 'kc mount' needs it next to kc; reinstall with ./Tools/setup.sh")
         }
 
         private func fusermount() -> DiagnosticCheck {

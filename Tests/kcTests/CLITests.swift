@@ -102,16 +102,16 @@ final class CLITests: KeyringTestCase {
     func testDoctorReportsKeyringsQuotaAndFuse() throws {
         let result = try kc("doctor")
         let names = result.output.split(separator: "\n").compactMap { $0.split(separator: ":").first?.dropFirst(5) }.map(String.init)
-        XCTAssertEqual(names, ["session keyring", "user keyring", "persistent keyring", "key quota", "/dev/fuse", "fusermount3"], result.output)
+        XCTAssertEqual(names, ["session keyring", "user keyring", "persistent keyring", "key quota", "/dev/fuse", "fusermount3", "kc-mountd"], result.output)
         XCTAssertTrue(result.output.contains("uid \(getuid()): "), result.output)
         let json = try JSONSerialization.jsonObject(with: Data(try kc("doctor", "--json").standardOutput)) as? [String: Any]
-        XCTAssertEqual((json?["checks"] as? [[String: Any]])?.count, 6)
+        XCTAssertEqual((json?["checks"] as? [[String: Any]])?.count, 7)
     }
 
     func testHelpAndVersion() throws {
         let help = try kc("--help")
         XCTAssertEqual(help.status, 0)
-        for command in ["set", "get", "rm", "ls", "doctor"] { XCTAssertTrue(help.output.contains(command), command) }
+        for command in ["set", "get", "rm", "ls", "mount", "umount", "doctor"] { XCTAssertTrue(help.output.contains(command), command) }
         XCTAssertTrue(try kc("set", "--help").output.contains("standard input"))
         XCTAssertEqual(try kc("--version").status, 0)
     }

@@ -1,0 +1,159 @@
+import ArgumentParser
+import KernelKeychain
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension KC {
+    struct Exec: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run a command with a service's items as environment variables or files.",
+            discussion: """
+            --env exports each item as an environment variable: the name upper-cased,
+            every other character not a letter or digit turned into '_' (token -> TOKEN,
+            db.password -> DB_PASSWORD); two items that map to one name are an error.
+            --files writes the items, read-only, into a private directory (mode 0500,
+            files 0400, in memory: $XDG_RUNTIME_DIR or /dev/shm) named by
+            $CREDENTIALS_DIRECTORY, as systemd does; it is removed when the command
+            exits, however it exits, and a directory left by a killed kc is removed by
+            the next 'kc exec'. Signals sent to kc are passed to the command, and kc
+            exits with the command's status. Secrets never appear in kc's own argv or
+            environment.
+
+              kc exec --service com.example.db --env -- psql
+              kc exec --service deploy --files -- sh -c 'cat "$CREDENTIALS_DIRECTORY/token"'
+            """
+        )
+
+        @Option(name: .customLong("service"), help: "A service whose items to pass (repeatable).")
+        var services: [String] = []
+
+        @Flag(help: "Pass the items as environment variables.")
+        var env = false
+
+        @Flag(help: "Pass the items as files in $CREDENTIALS_DIRECTORY.")
+        var files = false
+
+        @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
+        var command: [String] = []
+
+        func validate() throws {
+            guard !services.isEmpty else { throw ValidationError("name at least one --service") }
+            for service in services { try validateArgument(service, as: .service) }
+            guard env || files else { throw ValidationError("choose --env, --files or both") }
+            if command.first == "--" { return }
+            guard !command.isEmpty else { throw ValidationError("give the command to run after --") }
+        }
+
+        func run() throws {
+            let argv = command.first == "--" ? Array(command.dropFirst()) : command
+            guard !argv.isEmpty else {
+                standardError("kc: give the command to run after --; see 'kc exec --help'")
+                throw ExitStatus.usage
+            }
+            var secrets = try collectItems()
+            defer { for index in secrets.indices { secrets[index].value.overwriteWithZeros() } }
+
+            var environment = currentEnvironment()
+            if env {
+                for (name, item) in try environmentNames(for: secrets) {
+                    guard !item.value.contains(0) else {
+                        standardError("kc: item '\(item.name)' of '\(item.service)' contains a NUL byte and cannot be an environment variable; use --files")
+                        throw ExitStatus.failure
+                    }
+                    environment[name] = String(decoding: item.value, as: UTF8.self)
+                }
+            }
+            var directory: CredentialsDirectory? = nil
+            if files {
+                CredentialsDirectory.removeStale()
+                directory = try CredentialsDirectory.create(with: secrets)
+                environment["CREDENTIALS_DIRECTORY"] = directory?.path
+            }
+            let status = runSupervised(argv, environment: environment)
+            directory?.remove()
+            switch status {
+            case .exited(let code):
+                throw ExitCode(code)
+            case .signalled(let signal):
+                // Die of the same signal, so the caller sees what the command did.
+                Glibc.signal(signal, SIG_DFL)
+                var unblocked = sigset_t()
+                sigemptyset(&unblocked)
+                sigaddset(&unblocked, signal)
+                sigprocmask(SIG_UNBLOCK, &unblocked, nil)
+                kill(getpid(), signal)
+                throw ExitCode(128 + signal)
+            case .failedToStart(let error):
+                standardError("kc: cannot run '\(argv[0])': \(String(cString: strerror(error)))")
+                throw ExitCode(127)
+            }
+        }
+
+        private func collectItems() throws -> [PassedItem] {
+            var items: [PassedItem] = []
+            for service in services {
+                let keychain = try reporting { () throws(KeychainError) in try Keychain(service: service) }
+                let names = try reporting { () throws(KeychainError) in try keychain.allKeys() }
+                let exists = try reporting { () throws(KeychainError) in try keychain.serviceExists() }
+                if names.isEmpty && !exists {
+                    standardError("kc: no service '\(service)'; list the services with 'kc ls'")
+                    throw ExitStatus.notFound
+                }
+                for name in names {
+                    // An item can expire between the listing and the read: skip it.
+                    guard let value = try reporting({ () throws(KeychainError) in try keychain.data(forKey: name) }) else { continue }
+                    items.append(PassedItem(service: service, name: name, value: value))
+                }
+            }
+            return items
+        }
+
+        private func environmentNames(for items: [PassedItem]) throws -> [(String, PassedItem)] {
+            var byName: [String: PassedItem] = [:]
+            var ordered: [(String, PassedItem)] = []
+            for item in items {
+                let name = environmentName(for: item.name)
+                if let earlier = byName[name] {
+                    standardError("kc: items '\(earlier.service)/\(earlier.name)' and '\(item.service)/\(item.name)' both become $\(name); rename one, or use --files")
+                    throw ExitStatus.failure
+                }
+                byName[name] = item
+                ordered.append((name, item))
+            }
+            return ordered
+        }
+    }
+}
+
+/// One item handed to the command.
+struct PassedItem {
+    var service: String
+    var name: String
+    var value: [UInt8]
+}
+
+/// `db.password` -> `DB_PASSWORD`: upper-cased, anything but ASCII letters and digits
+/// becomes `_`, and a leading digit gets a `_` in front (names cannot start with one).
+func environmentName(for item: String) -> String {
+    var name = String(item.unicodeScalars.map { scalar -> Character in
+        scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar))
+            ? Character(String(scalar).uppercased()) : "_"
+    })
+    if let first = name.unicodeScalars.first, ("0"..."9").contains(first) { name = "_" + name }
+    return name
+}
+
+func currentEnvironment() -> [String: String] {
+    var result: [String: String] = [:]
+    var pointer = environ
+    while let entry = pointer.pointee {
+        let text = String(cString: entry)
+        if let equals = text.firstIndex(of: "=") {
+            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+        }
+        pointer += 1
+    }
+    return result
+}

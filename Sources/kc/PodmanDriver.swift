@@ -1,0 +1,101 @@
+import ArgumentParser
+import KernelKeychain
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension KC {
+    struct PodmanDriver: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "podman-driver",
+            abstract: "Back podman's 'shell' secret driver with the keychain.",
+            discussion: """
+            With no action, prints the --driver-opts string for podman:
+
+              printf s3cret | podman secret create --driver shell \\
+                  --driver-opts "$(kc podman-driver)" db -
+              podman run --secret db ...      # the container reads /run/secrets/db
+
+            podman runs the actions itself, with the secret's id in $SECRET_ID: store
+            (value on standard input), lookup (value to standard output), list, delete.
+            Secrets are items of the service 'podman' (--service to change) at
+            after-first-unlock (--access to change), so they vanish at reboot: a lookup
+            of a vanished id fails with a clear message, and delete succeeds anyway so
+            'podman secret rm' can clean up.
+            """
+        )
+
+        enum Action: String, ExpressibleByArgument, CaseIterable {
+            case list, lookup, store, delete
+        }
+
+        @Argument(help: "What podman asks for (list, lookup, store, delete); none prints the driver options.")
+        var action: Action?
+
+        @Option(help: "The service holding podman's secrets.")
+        var service = "podman"
+
+        @Option(name: .customLong("access"), help: ArgumentHelp("Level of stored secrets.", valueName: "level"))
+        var level: Accessibility.Level = .afterFirstUnlock
+
+        func validate() throws {
+            try validateArgument(service, as: .service)
+        }
+
+        func run() throws {
+            let keychain = try reporting { () throws(KeychainError) in
+                try Keychain(service: service, accessibility: Accessibility(level: level, thisDeviceOnly: false))
+            }
+            guard let action else { return print(driverOptions()) }
+            switch action {
+            case .list:
+                for name in try reporting({ () throws(KeychainError) in try keychain.allKeys() }) { print(name) }
+            case .lookup:
+                let id = try secretID()
+                let written = try reporting { () throws(KeychainError) in
+                    try keychain.withBytes(forKey: id) { writeAll(fd: 1, $0) }
+                }
+                if written == nil {
+                    standardError("kc: podman secret \(id) is not in the keychain (service '\(service)'): it was lost at a reboot or expired, or removed; create it again, or 'podman secret rm' it")
+                    throw ExitStatus.notFound
+                }
+            case .store:
+                let id = try secretID()
+                guard var value = readStandardInput(limit: KeychainError.maximumValueSize) else {
+                    standardError("kc: cannot read the secret from standard input")
+                    throw ExitStatus.failure
+                }
+                defer { value.overwriteWithZeros() }
+                try reporting { () throws(KeychainError) in try keychain.set(value, forKey: id) }
+            case .delete:
+                let id = try secretID()
+                let removed = try reporting { () throws(KeychainError) in try keychain.remove(id) }
+                if !removed { standardError("kc: podman secret \(id) was already gone from the keychain") }
+            }
+        }
+
+        private func secretID() throws -> String {
+            guard let id = getenv("SECRET_ID").map({ String(cString: $0) }), !id.isEmpty else {
+                standardError("kc: SECRET_ID is not set; podman sets it when it runs this driver")
+                throw ExitStatus.usage
+            }
+            try validateArgument(id, as: .item)
+            return id
+        }
+
+        /// `list=...,lookup=...,store=...,delete=...`, each a command podman runs with
+        /// /bin/sh -c: this kc, by absolute path, quoted.
+        private func driverOptions() -> String {
+            var command = shellQuoted(ownExecutablePath()) + " podman-driver"
+            if service != "podman" { command += " --service " + shellQuoted(service) }
+            if level != .afterFirstUnlock { command += " --access \(level.rawValue)" }
+            return Action.allCases.map { "\($0.rawValue)=\(command) \($0.rawValue)" }.joined(separator: ",")
+        }
+    }
+}
+
+/// `text` as one word for /bin/sh: in single quotes, each ' written as '\''.
+func shellQuoted(_ text: String) -> String {
+    "'" + text.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
+}

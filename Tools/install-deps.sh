@@ -3,9 +3,10 @@
 # libkeyutils-dev and libfuse3-dev to build, keyutils (keyctl) and fuse3 (fusermount3)
 # to use and test, attr for the mount's extended attributes, hyperfine for the benchmark,
 # strace and python3 for tests that watch system calls and drive a terminal, acl to
-# give the test user /dev/fuse where it is not world-writable.
+# give the test user /dev/fuse where it is not world-writable, podman, runc and
+# busybox-static for the container tests.
 set -euo pipefail
-packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl hyperfine strace python3)
+packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl hyperfine strace python3 podman runc busybox-static)
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=()

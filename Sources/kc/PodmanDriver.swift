@@ -39,6 +39,9 @@ extension KC {
         @Option(name: .customLong("access"), help: ArgumentHelp("Level of stored secrets.", valueName: "level"))
         var level: Accessibility.Level = .afterFirstUnlock
 
+        @Flag(help: "Print a containers.conf snippet that makes this podman's default secret driver.")
+        var containersConf = false
+
         func validate() throws {
             try validateArgument(service, as: .service)
         }
@@ -47,7 +50,10 @@ extension KC {
             let keychain = try reporting { () throws(KeychainError) in
                 try Keychain(service: service, accessibility: Accessibility(level: level, thisDeviceOnly: false))
             }
-            guard let action else { return print(driverOptions()) }
+            guard let action else {
+                if containersConf { return print(containersConfiguration()) }
+                return print(driverOptions())
+            }
             switch action {
             case .list:
                 for name in try reporting({ () throws(KeychainError) in try keychain.allKeys() }) { print(name) }
@@ -84,18 +90,38 @@ extension KC {
             return id
         }
 
+        /// For ~/.config/containers/containers.conf.d/kc.conf (or /etc/containers/...).
+        private func containersConfiguration() -> String {
+            let command = driverCommand()
+            let options = Action.allCases.map { action in
+                "\(action.rawValue) = \"\(command.replacingAll("\\", with: "\\\\").replacingAll("\"", with: "\\\"")) \(action.rawValue)\""
+            }
+            return (["[secrets]", "driver = \"shell\"", "", "[secrets.opts]"] + options).joined(separator: "\n")
+        }
+
         /// `list=...,lookup=...,store=...,delete=...`, each a command podman runs with
         /// /bin/sh -c: this kc, by absolute path, quoted.
         private func driverOptions() -> String {
+            let command = driverCommand()
+            return Action.allCases.map { "\($0.rawValue)=\(command) \($0.rawValue)" }.joined(separator: ",")
+        }
+
+        private func driverCommand() -> String {
             var command = shellQuoted(ownExecutablePath()) + " podman-driver"
             if service != "podman" { command += " --service " + shellQuoted(service) }
             if level != .afterFirstUnlock { command += " --access \(level.rawValue)" }
-            return Action.allCases.map { "\($0.rawValue)=\(command) \($0.rawValue)" }.joined(separator: ",")
+            return command
         }
     }
 }
 
 /// `text` as one word for /bin/sh: in single quotes, each ' written as '\''.
 func shellQuoted(_ text: String) -> String {
-    "'" + text.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
+    "'" + text.replacingAll("'", with: "'\\''") + "'"
+}
+
+extension String {
+    func replacingAll(_ target: String, with replacement: String) -> String {
+        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
 }

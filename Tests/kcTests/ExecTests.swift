@@ -92,6 +92,16 @@ final class ExecTests: KeyringTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory))
     }
 
+    func testTheDirectoryIsRemovedWhenTheCommandIsKilled() throws {
+        let service = try service(with: ["token": "t"])
+        let (process, directory, child) = try startSleeping(service)
+        kill(child, SIGKILL)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationReason, .uncaughtSignal)
+        XCTAssertEqual(process.terminationStatus, SIGKILL)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory))
+    }
+
     func testADirectoryLeftByAKilledKcIsRemovedByTheNextRun() throws {
         let service = try service(with: ["token": "t"])
         let (process, directory, child) = try startSleeping(service)

@@ -1,0 +1,80 @@
+import Foundation
+import KCTestSupport
+import KernelKeychain
+import XCTest
+
+/// Secrets handed to real podman containers: the shell secret driver and a read-only
+/// single-service mount.
+final class ContainerTests: KeyringTestCase {
+    private func driverOptions(_ service: String) throws -> String {
+        try kc("podman-driver", "--service", service).output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func testPodmanSecretsLiveInTheKeychain() throws {
+        let rootfs = try Podman.rootfs()
+        let service = uniqueService()
+        let name = "kc-test-\(getpid())-db"
+        let created = try Podman.command(["secret", "create", "--driver", "shell", "--driver-opts", driverOptions(service), name, "-"],
+                                         input: Array("s3cret".utf8))
+        XCTAssertEqual(created.status, 0, "\(created)")
+        defer { _ = try? Podman.command(["secret", "rm", name]) }
+        let id = created.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(try Keychain(service: service).string(forKey: id), "s3cret", "the value is an item named by podman's id")
+
+        let run = try Podman.run(["/bin/sh", "-c", "cat /run/secrets/\(name); echo; echo \"env=$DB\""],
+                                 options: ["--secret", name, "--secret", "\(name),type=env,target=DB"], rootfs: rootfs)
+        XCTAssertEqual(run.status, 0, "\(run)")
+        XCTAssertEqual(run.output, "s3cret\nenv=s3cret\n")
+
+        XCTAssertEqual(try Podman.command(["secret", "rm", name]).status, 0)
+        XCTAssertNil(try Keychain(service: service).string(forKey: id), "podman secret rm removes the item")
+    }
+
+    func testTheContainersConfSnippetMakesKcTheDefaultDriver() throws {
+        _ = try Podman.rootfs()
+        let service = uniqueService()
+        let conf = NSTemporaryDirectory() + "kc-test-containers-\(getpid()).conf"
+        try kc("podman-driver", "--service", service, "--containers-conf").output.write(toFile: conf, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: conf) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["CONTAINERS_CONF"] = conf
+        let name = "kc-test-\(getpid())-default"
+        let created = try runCommand("/usr/bin/env", ["podman", "secret", "create", name, "-"], input: Array("by-default".utf8), environment: environment)
+        XCTAssertEqual(created.status, 0, "\(created)")
+        defer { _ = try? runCommand("/usr/bin/env", ["podman", "secret", "rm", name], environment: environment) }
+        let id = created.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(try Keychain(service: service).string(forKey: id), "by-default")
+    }
+
+    func testAVanishedSecretFailsCleanlyAndCanStillBeRemoved() throws {
+        let rootfs = try Podman.rootfs()
+        let service = uniqueService()
+        let name = "kc-test-\(getpid())-gone"
+        let created = try Podman.command(["secret", "create", "--driver", "shell", "--driver-opts", driverOptions(service), name, "-"],
+                                         input: Array("v".utf8))
+        XCTAssertEqual(created.status, 0, "\(created)")
+        let id = created.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        try Keychain(service: service).remove(id)  // as a reboot would
+
+        let run = try Podman.run(["/bin/cat", "/run/secrets/\(name)"], options: ["--secret", name], rootfs: rootfs)
+        XCTAssertNotEqual(run.status, 0)
+        XCTAssertTrue(run.standardError.contains("kc: podman secret \(id) is not in the keychain"), run.standardError)
+        let removed = try Podman.command(["secret", "rm", name])
+        XCTAssertEqual(removed.status, 0, "\(removed)")
+    }
+
+    func testAReadOnlyServiceMountBoundIntoAContainer() throws {
+        let rootfs = try Podman.rootfs()
+        let service = uniqueService()
+        try Keychain(service: service).set("from-the-host", forKey: "api-token")
+        let mount = try MountFixture(options: ["--read-only", "--service", service])
+        defer { mount.unmount() }
+        let run = try Podman.run(["/bin/sh", "-c", """
+            ls /run/secrets; cat /run/secrets/api-token; echo
+            if printf x > /run/secrets/api-token 2>/dev/null; then echo WRITABLE; else echo refused; fi
+            """], options: ["-v", "\(mount.path):/run/secrets:ro"], rootfs: rootfs)
+        XCTAssertEqual(run.status, 0, "\(run)")
+        XCTAssertEqual(run.output, "api-token\nfrom-the-host\nrefused\n")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "api-token"), "from-the-host")
+    }
+}

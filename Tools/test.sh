@@ -5,7 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
-bash "$root/Tools/install-deps.sh"
+bash "$root/Tools/install-deps.sh" --tests
 cd "$root"
 swift build --build-tests
 swift test --skip-build --disable-swift-testing 2>&1 | tee "$root/.build/test-output.txt"

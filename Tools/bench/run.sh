@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out="$root/Tools/bench/out"
 mkdir -p "$out"
 export PATH="/opt/swift/usr/bin:$PATH"
-command -v hyperfine >/dev/null || { echo "bench: hyperfine is needed (apt-get install hyperfine)" >&2; exit 2; }
+bash "$root/Tools/install-deps.sh" --tests
 
 swift build -c release --package-path "$root" --product kc >&2
 swift build -c release --package-path "$root" --product kc-mountd >&2

@@ -1,0 +1,60 @@
+/// What an import does with one item.
+public struct ImportStep: Sendable, Hashable {
+    public enum Action: String, Sendable {
+        /// A new item.
+        case add
+        /// An existing item replaced (only with `overwrite`).
+        case replace
+        /// An existing item left alone (no `overwrite`).
+        case keep
+    }
+
+    public var item: ExportedItem
+    public var action: Action
+}
+
+extension Keychain {
+    /// Every exportable item of `services` (all services when empty), sorted by service
+    /// and name, with level and time left. Device-only items are never exported (that
+    /// is their meaning here); their number is returned so a caller can say so.
+    public static func export(services: [String] = []) throws(KeychainError) -> (items: [ExportedItem], deviceOnlySkipped: Int) {
+        let names = services.isEmpty ? try Keychain.services() : services
+        var exported: [ExportedItem] = []
+        var skipped = 0
+        for service in names {
+            let keychain = try Keychain(service: service)
+            for item in try keychain.items() {
+                if item.accessibility.isThisDeviceOnly { skipped += 1; continue }
+                // An item can expire between the listing and the read: leave it out.
+                guard let value = try keychain.data(forKey: item.name) else { continue }
+                exported.append(ExportedItem(service: service, name: item.name, level: item.accessibility.level,
+                                             secondsLeft: item.secondsLeft, value: value))
+            }
+        }
+        return (exported, skipped)
+    }
+
+    /// What importing `items` would do, without changing anything.
+    public static func planImport(_ items: [ExportedItem], overwrite: Bool) throws(KeychainError) -> [ImportStep] {
+        var steps: [ImportStep] = []
+        for item in items {
+            let exists = try Keychain(service: item.service).contains(item.name)
+            steps.append(ImportStep(item: item, action: !exists ? .add : overwrite ? .replace : .keep))
+        }
+        return steps
+    }
+
+    /// Imports `items` (already checked whole: see ``KeychainArchive/decodeJSON(_:)`` and
+    /// ``DotEnv/parse(_:)``), restoring level and time left. An existing item is
+    /// replaced only with `overwrite`. Returns what was done.
+    @discardableResult
+    public static func importItems(_ items: [ExportedItem], overwrite: Bool) throws(KeychainError) -> [ImportStep] {
+        let steps = try planImport(items, overwrite: overwrite)
+        for step in steps where step.action != .keep {
+            let timeout: Duration? = step.item.secondsLeft.map { .seconds($0) }
+            try Keychain(service: step.item.service, accessibility: Accessibility(level: step.item.level, thisDeviceOnly: false),
+                         timeout: timeout).set(step.item.value, forKey: step.item.name)
+        }
+        return steps
+    }
+}

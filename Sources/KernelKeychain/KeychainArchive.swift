@@ -1,0 +1,152 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// One item as an export carries it. Device-only items are never exported.
+public struct ExportedItem: Sendable, Hashable {
+    public var service: String
+    public var name: String
+    public var level: Accessibility.Level
+    /// The kernel expiry left when exported (restored on import); nil for none.
+    public var secondsLeft: UInt64?
+    public var value: [UInt8]
+
+    public init(service: String, name: String, level: Accessibility.Level, secondsLeft: UInt64?, value: [UInt8]) {
+        self.service = service
+        self.name = name
+        self.level = level
+        self.secondsLeft = secondsLeft
+        self.value = value
+    }
+}
+
+/// Why an archive was rejected: where (a JSON path such as `items[2].value`, or
+/// `line 7`) and what is wrong. Nothing is imported from a rejected archive.
+public struct ArchiveError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var location: String
+    public var problem: String
+
+    public init(location: String, problem: String) {
+        self.location = location
+        self.problem = problem
+    }
+
+    public var description: String { "\(location): \(problem)" }
+}
+
+/// The JSON export format, version 1 (stable; documented in the README):
+///
+///     {"format": "kc-export", "version": 1,
+///      "items": [{"service": "com.x", "name": "token", "access": "when-unlocked",
+///                 "secondsLeft": null, "value": "<base64 of the exact bytes>"}]}
+public enum KeychainArchive {
+    public static let formatName = "kc-export"
+    public static let version = 1
+
+    public static func encodeJSON(_ items: [ExportedItem]) -> [UInt8] {
+        let archive = Archive(format: formatName, version: version, items: items.map(ArchivedItem.init))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        // Encoding plain strings, numbers and nulls cannot fail.
+        return (try? Array(encoder.encode(archive))).map { $0 + [UInt8(ascii: "\n")] } ?? []
+    }
+
+    /// Parses and checks a whole archive: every name, value, level and timeout, so an
+    /// import can refuse a bad file before it writes anything.
+    public static func decodeJSON(_ bytes: [UInt8]) throws(ArchiveError) -> [ExportedItem] {
+        let archive: Archive
+        do {
+            archive = try JSONDecoder().decode(Archive.self, from: Data(bytes))
+        } catch let error as DecodingError {
+            throw ArchiveError(decoding: error)
+        } catch {
+            throw ArchiveError(location: "(document)", problem: "\(error)")
+        }
+        guard archive.format == formatName else {
+            throw ArchiveError(location: "format", problem: "is '\(archive.format)', not '\(formatName)'")
+        }
+        guard archive.version == version else {
+            throw ArchiveError(location: "version", problem: "is \(archive.version); this kc reads version \(version)")
+        }
+        return archive.items.map(\.item)
+    }
+
+    private struct Archive: Codable {
+        var format: String
+        var version: Int
+        var items: [ArchivedItem]
+    }
+
+    private struct ArchivedItem: Codable {
+        var item: ExportedItem
+
+        init(_ item: ExportedItem) { self.item = item }
+
+        enum CodingKeys: String, CodingKey { case service, name, access, secondsLeft, value }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let service = try container.decode(String.self, forKey: .service)
+            let name = try container.decode(String.self, forKey: .name)
+            for (key, text, kind) in [(CodingKeys.service, service, NameKind.service), (.name, name, .item)] {
+                do { try validateName(text, as: kind) } catch {
+                    throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "\(error)")
+                }
+            }
+            let accessText = try container.decode(String.self, forKey: .access)
+            guard let level = Accessibility.Level(rawValue: accessText) else {
+                throw DecodingError.dataCorruptedError(forKey: .access, in: container, debugDescription:
+                    "'\(accessText)' is not when-unlocked, after-first-unlock or always")
+            }
+            let secondsLeft = try container.decodeIfPresent(UInt64.self, forKey: .secondsLeft)
+            if let secondsLeft, secondsLeft == 0 || secondsLeft > UInt64(UInt32.max) {
+                throw DecodingError.dataCorruptedError(forKey: .secondsLeft, in: container, debugDescription:
+                    "must be null or 1-\(UInt32.max) seconds")
+            }
+            let encoded = try container.decode(String.self, forKey: .value)
+            guard let data = Data(base64Encoded: encoded) else {
+                throw DecodingError.dataCorruptedError(forKey: .value, in: container, debugDescription: "is not base64")
+            }
+            guard !data.isEmpty, data.count <= KeychainError.maximumValueSize else {
+                throw DecodingError.dataCorruptedError(forKey: .value, in: container, debugDescription:
+                    "holds \(data.count) bytes; a value is 1-\(KeychainError.maximumValueSize) bytes")
+            }
+            item = ExportedItem(service: service, name: name, level: level, secondsLeft: secondsLeft, value: Array(data))
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(item.service, forKey: .service)
+            try container.encode(item.name, forKey: .name)
+            try container.encode(item.level.rawValue, forKey: .access)
+            try container.encode(item.secondsLeft, forKey: .secondsLeft)
+            try container.encode(Data(item.value).base64EncodedString(), forKey: .value)
+        }
+    }
+}
+
+extension ArchiveError {
+    /// A decoding error as the JSON path of the fault, e.g. `items[2].value`.
+    init(decoding error: DecodingError) {
+        func path(_ keys: [any CodingKey]) -> String {
+            var text = ""
+            for key in keys {
+                if let index = key.intValue { text += "[\(index)]" } else { text += (text.isEmpty ? "" : ".") + key.stringValue }
+            }
+            return text.isEmpty ? "(document)" : text
+        }
+        switch error {
+        case .dataCorrupted(let context):
+            self.init(location: path(context.codingPath), problem: context.debugDescription)
+        case .keyNotFound(let key, let context):
+            let location = path(context.codingPath + [key])
+            self.init(location: location, problem: "is missing")
+        case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
+            self.init(location: path(context.codingPath), problem: "expected \(type)")
+        @unknown default:
+            self.init(location: "(document)", problem: "\(error)")
+        }
+    }
+}

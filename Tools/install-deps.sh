@@ -6,11 +6,12 @@
 #   install-deps.sh --tests  also what the test suite and benchmark use: strace and
 #                            python3 (syscall and terminal tests), acl (to give the test
 #                            user /dev/fuse where it is not world-writable), podman, runc
-#                            and busybox-static (container tests), hyperfine (benchmark)
+#                            and busybox-static (container tests), age (backup test),
+#                            hyperfine (benchmark)
 set -euo pipefail
 packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr)
 if [ "${1:-}" = "--tests" ]; then
-    packages+=(strace python3 acl podman runc busybox-static hyperfine)
+    packages+=(strace python3 acl podman runc busybox-static age hyperfine)
 fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"

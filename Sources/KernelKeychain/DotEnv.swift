@@ -16,9 +16,8 @@ public enum DotEnv {
     public static func parse(_ text: String) throws(ArchiveError) -> [Entry] {
         var entries: [Entry] = []
         var seen: [String: Int] = [:]
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> Substring in
-            line.hasSuffix("\r") ? line.dropLast() : line
-        }
+        // "\r\n" is a single Character in Swift, so both line ends are separators.
+        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
         var index = 0
         while index < lines.count {
             let number = index + 1

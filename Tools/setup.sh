@@ -20,6 +20,23 @@ sudo=""
 $sudo install -m 0755 "$root/.build/release/kc" "$root/.build/release/kc-mountd" /usr/local/bin/
 echo "kc: installed /usr/local/bin/kc and its mount daemon /usr/local/bin/kc-mountd" >&2
 
+# Shell completions and the man page, generated from the argument parser.
+completions=$(mktemp -d)
+kc=/usr/local/bin/kc
+"$kc" --generate-completion-script bash > "$completions/kc"
+"$kc" --generate-completion-script zsh > "$completions/_kc"
+"$kc" --generate-completion-script fish > "$completions/kc.fish"
+$sudo install -D -m 0644 "$completions/kc" /usr/local/share/bash-completion/completions/kc
+$sudo install -D -m 0644 "$completions/_kc" /usr/local/share/zsh/site-functions/_kc
+$sudo install -D -m 0644 "$completions/kc.fish" /usr/local/share/fish/vendor_completions.d/kc.fish
+rm -rf "$completions"
+if swift package --package-path "$root" --allow-writing-to-package-directory generate-manual >> "$root/.build/setup-build.log" 2>&1; then
+    $sudo install -D -m 0644 "$root/.build/plugins/GenerateManual/outputs/kc/kc.1" /usr/local/share/man/man1/kc.1
+    echo "kc: installed completions for bash, zsh and fish, and the man page (man kc)" >&2
+else
+    echo "kc: installed completions for bash, zsh and fish; the man page could not be generated (.build/setup-build.log)" >&2
+fi
+
 # The demo runs in a throwaway session keyring so it leaves nothing behind: store a
 # secret, mount ~/kc, read it with cat, unmount.
 mountpoint="$HOME/kc"

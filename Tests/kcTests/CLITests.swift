@@ -116,3 +116,19 @@ final class CLITests: KeyringTestCase {
         XCTAssertEqual(try kc("--version").status, 0)
     }
 }
+
+/// Completions generated from the argument parser.
+final class CompletionTests: XCTestCase {
+    func testCompletionScriptsForBashZshAndFish() throws {
+        for shell in ["bash", "zsh", "fish"] {
+            let script = try kc("--generate-completion-script", shell)
+            XCTAssertEqual(script.status, 0, shell)
+            for command in ["set", "get", "mount", "exec", "export", "import", "podman-driver"] {
+                XCTAssertTrue(script.output.contains(command), "\(shell) completes \(command)")
+            }
+        }
+        let bash = try runCommand("/bin/bash", ["-c", "source <('\(builtKC)' --generate-completion-script bash) && complete -p kc"])
+        XCTAssertEqual(bash.status, 0, "\(bash)")
+        XCTAssertTrue(bash.output.contains("kc"), bash.output)
+    }
+}

@@ -22,6 +22,7 @@ let package = Package(
     products: [
         .library(name: "KernelKeychain", targets: ["KernelKeychain"]),
         .library(name: "Keyrings", targets: ["Keyrings"]),
+        .library(name: "KeychainFS", targets: ["KeychainFS"]),
         .executable(name: "kc", targets: ["kc"]),
         .executable(name: "kc-mountd", targets: ["kc-mountd"]),
     ],

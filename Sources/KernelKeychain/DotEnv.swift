@@ -14,73 +14,81 @@ public enum DotEnv {
     }
 
     public static func parse(_ text: String) throws(ArchiveError) -> [Entry] {
+        // Unicode scalars, not Characters: a combining mark after a quote or a CR before
+        // an LF would otherwise merge with the syntax into one Character.
+        let scalars = Array(text.unicodeScalars)
+        var lines: [ArraySlice<Unicode.Scalar>] = []
+        var start = 0
+        for (position, scalar) in scalars.enumerated() where scalar == "\n" {
+            let end = position > start && scalars[position - 1] == "\r" ? position - 1 : position
+            lines.append(scalars[start..<end])
+            start = position + 1
+        }
+        lines.append(scalars[start...])
+
         var entries: [Entry] = []
         var seen: [String: Int] = [:]
-        // "\r\n" is a single Character in Swift, so both line ends are separators.
-        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
         var index = 0
         while index < lines.count {
             let number = index + 1
-            var line = lines[index].drop(while: { $0 == " " || $0 == "\t" })
+            var line = lines[index].drop(while: isBlank)
             index += 1
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            if line.hasPrefix("export ") || line.hasPrefix("export\t") { line = line.dropFirst(7).drop(while: { $0 == " " || $0 == "\t" }) }
+            if line.isEmpty || line.first == "#" { continue }
+            if line.starts(with: "export".unicodeScalars), line.count > 6, isBlank(line[line.startIndex + 6]) {
+                line = line.dropFirst(7).drop(while: isBlank)
+            }
             guard let equals = line.firstIndex(of: "=") else {
                 throw ArchiveError(location: "line \(number)", problem: "expected NAME=value")
             }
-            let name = String(line[..<equals].trimmingSpaces)
+            let name = string(trimmed(line[..<equals]))
             guard isValidName(name) else {
                 throw ArchiveError(location: "line \(number)", problem: "'\(name)' is not a name (letters, digits, '_', '.', '-'; not starting with a digit)")
             }
-            var rest = line[line.index(after: equals)...].drop(while: { $0 == " " || $0 == "\t" })
-            var value = ""
-            if rest.hasPrefix("'") {
+            var rest = line[(equals + 1)...].drop(while: isBlank)
+            var value = String.UnicodeScalarView()
+            if rest.first == "'" {
                 rest = rest.dropFirst()
                 guard let close = rest.firstIndex(of: "'") else {
                     throw ArchiveError(location: "line \(number)", problem: "the single quote is not closed")
                 }
-                value = String(rest[..<close])
-                try checkTrailing(rest[rest.index(after: close)...], line: number)
-            } else if rest.hasPrefix("\"") {
+                value.append(contentsOf: rest[..<close])
+                try checkTrailing(rest[(close + 1)...], line: number)
+            } else if rest.first == "\"" {
                 // A double-quoted value may continue on the following lines.
                 var body = rest.dropFirst()
                 while true {
-                    if let (text, after) = try unescapeUntilQuote(body, line: number) {
-                        value += text
+                    if let after = try unescape(body, into: &value, line: number) {
                         try checkTrailing(after, line: number)
                         break
                     }
                     guard index < lines.count else {
                         throw ArchiveError(location: "line \(number)", problem: "the double quote is not closed")
                     }
-                    value += (try unescapeAll(body, line: number)) + "\n"
+                    value.append("\n")
                     body = lines[index]
                     index += 1
                 }
             } else {
                 var text = rest
                 // A `#` starts a comment when a space or tab comes before it.
-                var previous: Character? = nil
-                for position in text.indices {
-                    if text[position] == "#", previous == " " || previous == "\t" {
-                        text = text[..<position]
-                        break
-                    }
-                    previous = text[position]
+                for position in text.indices.dropFirst() where text[position] == "#" && isBlank(text[position - 1]) {
+                    text = text[..<position]
+                    break
                 }
-                value = String(text.trimmingSpaces)
+                value.append(contentsOf: trimmed(text))
             }
-            guard !value.isEmpty else {
+            let bytes = Array(String(value).utf8)
+            guard !bytes.isEmpty else {
                 throw ArchiveError(location: "line \(number)", problem: "\(name) is empty; kernel keys cannot be empty")
             }
-            guard value.utf8.count <= KeychainError.maximumValueSize else {
-                throw ArchiveError(location: "line \(number)", problem: "\(name) is \(value.utf8.count) bytes; the limit is \(KeychainError.maximumValueSize)")
+            guard bytes.count <= KeychainError.maximumValueSize else {
+                throw ArchiveError(location: "line \(number)", problem: "\(name) is \(bytes.count) bytes; the limit is \(KeychainError.maximumValueSize)")
             }
             if let first = seen[name] {
                 throw ArchiveError(location: "line \(number)", problem: "\(name) is set again (first on line \(first))")
             }
             seen[name] = number
-            entries.append(Entry(name: name, value: Array(value.utf8), line: number))
+            entries.append(Entry(name: name, value: bytes, line: number))
         }
         return entries
     }
@@ -96,16 +104,17 @@ public enum DotEnv {
             guard !item.value.contains(0), let value = String(validating: item.value, as: UTF8.self) else {
                 throw ArchiveError(location: item.name, problem: "is binary (not UTF-8, or has NUL); export this service as JSON")
             }
+            // Scalars, not Characters: "\r\n" is one Character and would slip through.
             var escaped = ""
-            for character in value {
-                switch character {
+            for scalar in value.unicodeScalars {
+                switch scalar {
                 case "\\": escaped += "\\\\"
                 case "\"": escaped += "\\\""
                 case "$": escaped += "\\$"
                 case "\n": escaped += "\\n"
                 case "\r": escaped += "\\r"
                 case "\t": escaped += "\\t"
-                default: escaped.append(character)
+                default: escaped.unicodeScalars.append(scalar)
                 }
             }
             text += "\(item.name)=\"\(escaped)\"\n"
@@ -122,60 +131,53 @@ public enum DotEnv {
         }
     }
 
-    private static func checkTrailing(_ rest: Substring, line: Int) throws(ArchiveError) {
-        let trailing = rest.trimmingSpaces
-        guard trailing.isEmpty || trailing.hasPrefix("#") else {
+    private static func isBlank(_ scalar: Unicode.Scalar) -> Bool { scalar == " " || scalar == "\t" }
+
+    private static func trimmed(_ text: ArraySlice<Unicode.Scalar>) -> ArraySlice<Unicode.Scalar> {
+        var text = text
+        while let first = text.first, isBlank(first) { text = text.dropFirst() }
+        while let last = text.last, isBlank(last) { text = text.dropLast() }
+        return text
+    }
+
+    private static func string(_ scalars: ArraySlice<Unicode.Scalar>) -> String {
+        var view = String.UnicodeScalarView()
+        view.append(contentsOf: scalars)
+        return String(view)
+    }
+
+    private static func checkTrailing(_ rest: ArraySlice<Unicode.Scalar>, line: Int) throws(ArchiveError) {
+        let trailing = trimmed(rest)
+        guard trailing.isEmpty || trailing.first == "#" else {
             throw ArchiveError(location: "line \(line)", problem: "unexpected text after the closing quote")
         }
     }
 
-    /// Unescapes up to an unescaped `"`; nil if the quote does not close on this line.
-    private static func unescapeUntilQuote(_ body: Substring, line: Int) throws(ArchiveError) -> (String, Substring)? {
-        var result = ""
+    /// Appends the unescaped text up to an unescaped `"` and returns what follows it;
+    /// nil if the quote does not close on this line (everything was appended).
+    private static func unescape(
+        _ body: ArraySlice<Unicode.Scalar>, into value: inout String.UnicodeScalarView, line: Int
+    ) throws(ArchiveError) -> ArraySlice<Unicode.Scalar>? {
         var position = body.startIndex
         while position < body.endIndex {
-            let character = body[position]
-            if character == "\"" { return (result, body[body.index(after: position)...]) }
-            if character == "\\" {
-                let next = body.index(after: position)
-                guard next < body.endIndex else { return nil }
-                result.append(try unescape(body[next], line: line))
-                position = body.index(after: next)
+            let scalar = body[position]
+            if scalar == "\"" { return body[(position + 1)...] }
+            if scalar == "\\" && position + 1 < body.endIndex {
+                switch body[position + 1] {
+                case "n": value.append("\n")
+                case "r": value.append("\r")
+                case "t": value.append("\t")
+                case "\"", "\\", "$", "'": value.append(body[position + 1])
+                default:
+                    throw ArchiveError(location: "line \(line)", problem: "unknown escape '\\\(body[position + 1])'")
+                }
+                position += 2
                 continue
             }
-            result.append(character)
-            position = body.index(after: position)
+            value.append(scalar)
+            position += 1
         }
         return nil
     }
-
-    private static func unescapeAll(_ body: Substring, line: Int) throws(ArchiveError) -> String {
-        var result = ""
-        var escaping = false
-        for character in body {
-            if escaping { result.append(try unescape(character, line: line)); escaping = false }
-            else if character == "\\" { escaping = true }
-            else { result.append(character) }
-        }
-        return result
-    }
-
-    private static func unescape(_ character: Character, line: Int) throws(ArchiveError) -> Character {
-        switch character {
-        case "n": return "\n"
-        case "r": return "\r"
-        case "t": return "\t"
-        case "\"", "\\", "$", "'": return character
-        default: throw ArchiveError(location: "line \(line)", problem: "unknown escape '\\\(character)'")
-        }
-    }
 }
 
-extension Substring {
-    var trimmingSpaces: Substring {
-        var text = self
-        while text.first == " " || text.first == "\t" { text = text.dropFirst() }
-        while text.last == " " || text.last == "\t" { text = text.dropLast() }
-        return text
-    }
-}

@@ -69,6 +69,13 @@ final class ArchiveTests: XCTestCase {
         let parsed = try DotEnv.parse(DotEnv.render(items))
         XCTAssertEqual(parsed.map(\.name), ["A", "b.c"])
         XCTAssertEqual(parsed.map(\.value), items.map(\.value))
+        // Found by the fuzzer: a CR before an LF is one Swift Character.
+        let crlf = try DotEnv.parse(DotEnv.render([("H", Array("x\r\ny".utf8))]))
+        XCTAssertEqual(crlf.first?.value, Array("x\r\ny".utf8))
+        // Also found by the fuzzer: a combining mark right after the opening quote.
+        XCTAssertEqual(try DotEnv.parse("A=\"\u{0653}x\"\n").first?.value, Array("\u{0653}x".utf8))
+        let mark = try DotEnv.parse(DotEnv.render([("M", Array("\"\u{0653}\\".utf8))]))
+        XCTAssertEqual(mark.first?.value, Array("\"\u{0653}\\".utf8))
         XCTAssertThrowsError(try DotEnv.render([("bin", [0, 1])]))
         XCTAssertThrowsError(try DotEnv.render([("has space", [1])]))
     }

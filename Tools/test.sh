@@ -2,6 +2,9 @@
 # The README's second command, and what CI runs: install what the tests need, then run
 # the whole suite against the real kernel. As root it also creates the unprivileged
 # `kc-test` user for the tests that must run without privileges.
+#   --long  afterwards also runs the fuzzers (Tools/fuzz/run.sh, SECONDS_PER_TARGET,
+#           default 60 s each) and the soak test (Tools/soak/soak.sh, DURATION, default
+#           120 s); about 10 more minutes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -15,4 +18,8 @@ passed=$(grep -cE "^Test Case '.*' passed" "$root/.build/test-output.txt" || tru
 failed=$(grep -cE "^Test Case '.*' failed" "$root/.build/test-output.txt" || true)
 skipped=$(grep -cE "^Test Case '.*' skipped" "$root/.build/test-output.txt" || true)
 echo "tests: $passed passed, $failed failed, $skipped skipped"
+if [ "${1:-}" = "--long" ] && [ "$status" -eq 0 ]; then
+    bash "$root/Tools/fuzz/run.sh" || status=1
+    bash "$root/Tools/soak/soak.sh" || status=1
+fi
 exit "$status"

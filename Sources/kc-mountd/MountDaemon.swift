@@ -24,6 +24,11 @@ struct MountDaemon: ParsableCommand {
     @Option var readyFd: Int32?
 
     func run() throws {
+        // A setuid daemon would serve one user's keys with another's privileges.
+        guard getuid() == geteuid(), getgid() == getegid() else {
+            report("kc: refusing to run setuid or setgid; run kc mount as the user whose keys it shows")
+            throw ExitCode(2)
+        }
         guard let level = Accessibility.Level(rawValue: level) else {
             report("kc: unknown access level '\(self.level)'")
             throw ExitCode(64)

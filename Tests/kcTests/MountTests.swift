@@ -180,6 +180,21 @@ final class MountLifecycleTests: KeyringTestCase {
         XCTAssertEqual(try Keychain(service: service).item("new")?.accessibility, .afterFirstUnlock)
     }
 
+    func testTheDaemonRefusesToRunSetuid() throws {
+        guard UnprivilegedUser.available else { throw XCTSkip("needs root to make a setuid copy") }
+        // A copy owned by the test user with the setuid bit: run by root, its effective
+        // uid differs from the real one.
+        let copy = URL(fileURLWithPath: UnprivilegedUser.kcCopy).deletingLastPathComponent().path + "/kc-mountd-setuid"
+        try? FileManager.default.removeItem(atPath: copy)
+        try FileManager.default.copyItem(atPath: URL(fileURLWithPath: builtKC).deletingLastPathComponent().path + "/kc-mountd", toPath: copy)
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        XCTAssertEqual(try runCommand("/bin/chown", [UnprivilegedUser.name, copy]).status, 0)
+        XCTAssertEqual(chmod(copy, 0o4755), 0)
+        let result = try runCommand(copy, ["/tmp"])
+        XCTAssertEqual(result.status, 2)
+        XCTAssertEqual(result.standardError, "kc: refusing to run setuid or setgid; run kc mount as the user whose keys it shows\n")
+    }
+
     func testMountErrorsAreOneLine() throws {
         try MountFixture.requireFUSE()
         let result = try kc("mount", "/nonexistent/kc-mount-point")

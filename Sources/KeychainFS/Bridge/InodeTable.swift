@@ -1,4 +1,4 @@
-import Synchronization
+
 
 /// The bridge's own inode numbers. Key serials are not used: the kernel reuses them,
 /// and a service or an item that does not exist yet (a file being created) has none.
@@ -17,7 +17,7 @@ final class InodeTable: Sendable {
         var next: UInt64 = InodeTable.rootNumber + 1
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func node(_ number: UInt64) -> Node? {
         state.withLock { $0.entries[number]?.node }

@@ -1,4 +1,4 @@
-import Synchronization
+
 import SystemPackage
 import KernelKeychain
 
@@ -14,12 +14,12 @@ final class OpenFile: Sendable {
         var dirty: Bool
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(node: Node, bytes: [UInt8], writable: Bool, dirty: Bool) {
         self.node = node
         self.writable = writable
-        self.state = Mutex(State(bytes: bytes, dirty: dirty))
+        self.state = Locked(State(bytes: bytes, dirty: dirty))
     }
 
     var size: Int { state.withLock { $0.bytes.count } }
@@ -99,7 +99,7 @@ final class OpenHandles: Sendable {
         var next: UInt64 = 1
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func add(_ file: OpenFile) -> UInt64 { insert { $0.files[$1] = file } }
     func add(_ directory: OpenDirectory) -> UInt64 { insert { $0.directories[$1] = directory } }

@@ -45,8 +45,7 @@ extension KC {
         }
 
         private func mountDaemon() -> DiagnosticCheck {
-            let own = ownExecutablePath()
-            let daemon = String(own[..<(own.lastIndex(of: "/") ?? own.startIndex)]) + "/kc-mountd"
+            let daemon = siblingExecutable("kc-mountd")
             if access(daemon, X_OK) == 0 {
                 return DiagnosticCheck(name: "kc-mountd", status: .ok, detail: daemon)
             }

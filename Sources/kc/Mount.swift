@@ -66,10 +66,7 @@ extension KC {
         }
 
         /// `kc-mountd`, installed next to `kc`.
-        private var daemonPath: String {
-            let own = ownExecutablePath()
-            return String(own[..<(own.lastIndex(of: "/") ?? own.startIndex)]) + "/kc-mountd"
-        }
+        private var daemonPath: String { siblingExecutable("kc-mountd") }
 
         private func daemonArguments(_ path: String) -> [String] {
             var arguments = ["--access", level.rawValue]

@@ -36,3 +36,9 @@ func ownExecutablePath() -> String {
     buffer[length] = 0
     return String(cString: buffer)
 }
+
+/// A program installed next to this one (`kc-mountd` beside `kc`).
+func siblingExecutable(_ name: String) -> String {
+    let own = ownExecutablePath()
+    return String(own[..<(own.lastIndex(of: "/") ?? own.startIndex)]) + "/" + name
+}

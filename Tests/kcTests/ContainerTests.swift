@@ -10,15 +10,20 @@ final class ContainerTests: KeyringTestCase {
         try kc("podman-driver", "--service", service).output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// `podman secret create --driver shell` backed by `service`; returns podman's id.
+    private func createSecret(_ name: String, in service: String, value: String) throws -> String {
+        let created = try Podman.command(["secret", "create", "--driver", "shell", "--driver-opts", driverOptions(service), name, "-"],
+                                         input: Array(value.utf8))
+        XCTAssertEqual(created.status, 0, "\(created)")
+        return created.output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     func testPodmanSecretsLiveInTheKeychain() throws {
         let rootfs = try Podman.rootfs()
         let service = uniqueService()
         let name = "kc-test-\(getpid())-db"
-        let created = try Podman.command(["secret", "create", "--driver", "shell", "--driver-opts", driverOptions(service), name, "-"],
-                                         input: Array("s3cret".utf8))
-        XCTAssertEqual(created.status, 0, "\(created)")
+        let id = try createSecret(name, in: service, value: "s3cret")
         defer { _ = try? Podman.command(["secret", "rm", name]) }
-        let id = created.output.trimmingCharacters(in: .whitespacesAndNewlines)
         XCTAssertEqual(try Keychain(service: service).string(forKey: id), "s3cret", "the value is an item named by podman's id")
 
         let run = try Podman.run(["/bin/sh", "-c", "cat /run/secrets/\(name); echo; echo \"env=$DB\""],
@@ -50,10 +55,7 @@ final class ContainerTests: KeyringTestCase {
         let rootfs = try Podman.rootfs()
         let service = uniqueService()
         let name = "kc-test-\(getpid())-gone"
-        let created = try Podman.command(["secret", "create", "--driver", "shell", "--driver-opts", driverOptions(service), name, "-"],
-                                         input: Array("v".utf8))
-        XCTAssertEqual(created.status, 0, "\(created)")
-        let id = created.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let id = try createSecret(name, in: service, value: "v")
         try Keychain(service: service).remove(id)  // as a reboot would
 
         let run = try Podman.run(["/bin/cat", "/run/secrets/\(name)"], options: ["--secret", name], rootfs: rootfs)

@@ -66,7 +66,7 @@ public enum UnprivilegedUser {
             let line = (try? String(contentsOfFile: "/proc/key-users", encoding: .utf8))?
                 .split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix(uid + ":") }
             let used = line.flatMap { $0.split(separator: " ").dropFirst(3).first?.split(separator: "/").first }.flatMap { Int($0) } ?? 0
-            if used < 100 { return }
+            if used < 10 { return }
             usleep(50_000)
         }
     }

@@ -41,7 +41,8 @@ cli_worker() {
     local me=cli-$1 seq=0 own=""
     while [ "$(date +%s)" -lt "$deadline" ]; do
         seq=$((seq + 1))
-        case $((RANDOM % 5)) in
+        case $((RANDOM % 6)) in
+            5) "$KC" rm "$svc" "shared-$((RANDOM % 4))" 2>/dev/null; "$KC" ls "$svc" >/dev/null ;;
             0|1) value "$me" "$seq" | "$KC" set "$svc" "shared-$((RANDOM % 4))" 2>>"$log/$me.err" ;;
             2) v=$("$KC" get "$svc" "shared-$((RANDOM % 4))" 2>/dev/null) && { valid "$v" || echo "BAD read $v" >> "$log/$me.bad"; } ;;
             3) if value "$me" "$seq" | "$KC" set "$svc" "own-$me"; then own=$(value "$me" "$seq"); fi ;;
@@ -56,7 +57,8 @@ mount_worker() {
     local me=fs-$1 seq=0 own="" dir="$mnt/$svc"
     while [ "$(date +%s)" -lt "$deadline" ]; do
         seq=$((seq + 1))
-        case $((RANDOM % 5)) in
+        case $((RANDOM % 6)) in
+            5) rm -f "$dir/shared-$((RANDOM % 4))" 2>/dev/null ;;
             0|1) value "$me" "$seq" | dd of="$dir/shared-$((RANDOM % 4))" status=none 2>/dev/null ;;
             2) v=$(cat "$dir/shared-$((RANDOM % 4))" 2>/dev/null) && [ -n "$v" ] && { valid "$v" || echo "BAD read $v" >> "$log/$me.bad"; } ;;
             3) if value "$me" "$seq" | dd of="$dir/own-$me" status=none 2>/dev/null; then own=$(value "$me" "$seq"); fi ;;

@@ -42,7 +42,8 @@ func soak(service: String, worker: String, seconds: UInt64) throws {
     while now() < deadline {
         seq += 1
         operations += 1
-        switch Int.random(in: 0..<5) {
+        switch Int.random(in: 0..<6) {
+        case 5: _ = try keychain.remove("shared-\(Int.random(in: 0..<4))")
         case 0, 1: try keychain.set(soakValue(worker, seq), forKey: "shared-\(Int.random(in: 0..<4))")
         case 2:
             if let value = try keychain.string(forKey: "shared-\(Int.random(in: 0..<4))"), !soakValid(value) { bad += 1 }

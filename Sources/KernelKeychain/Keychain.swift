@@ -329,10 +329,19 @@ public struct Keychain: Sendable, Hashable {
         let seconds = try timeout.map { (timeout) throws(KeychainError) in try timeoutSeconds(timeout) } ?? 0
 
         let home = try ServiceKeyring.findOrCreate(service: service, marker: accessibility.marker, anchor: accessibility.anchor)
-        do {
+        do throws(KeyctlError) {
             let item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home)
-            try item.setPermissions(.ownerOnly)
-            try item.setTimeout(seconds: seconds)
+            do throws(KeyctlError) {
+                try item.setPermissions(.ownerOnly)
+                try item.setTimeout(seconds: seconds)
+            } catch {
+                // Another process removed the item between add_key and here: this set
+                // happened, then that removal did (found by the soak test). A removed
+                // key is gone (ENOKEY), or still alive but no longer possessed (EACCES).
+                let current = try? home.search(type: "user", description: key)
+                if error.meansKeyIsGone || current != item { return }
+                throw error
+            }
         } catch {
             throw KeychainError(error)
         }

@@ -96,8 +96,9 @@ echo "operations: $ops by shell workers; library workers: $(echo "$lib" | tr '\n
 bad=$(cat "$log"/*.bad 2>/dev/null)
 "$KC" umount "$mnt"; rmdir "$mnt"
 "$BENCH" clear "$svc" 0 0 >/dev/null 2>&1
-if [ -n "$bad" ] || echo "$lib" | grep -q BAD; then
-    echo "soak: FAILED"; echo "$bad" | head -20; echo "$lib" | grep BAD | head; rm -rf "$log"; exit 1
+# A library worker prints "<name>: N operations" and nothing else unless it failed.
+if [ -n "$bad" ] || echo "$lib" | grep -q BAD || [ "$(echo "$lib" | grep -c ' operations$')" -ne "$workers" ]; then
+    echo "soak: FAILED"; echo "$bad" | head -20; echo "$lib" | grep -v ' operations$' | head; rm -rf "$log"; exit 1
 fi
 rm -rf "$log"
 echo "soak: passed ($duration s, $workers workers per kind): no torn, foreign or lost values"

@@ -54,5 +54,10 @@ print()
 print(f"ratio kc get / keyctl pipe: {kc['median'] / keyctl['median']:.2f} (medians), {kc['mean'] / keyctl['mean']:.2f} (means)")
 PY
 
+echo
+echo "## Whole process, interleaved: kc get and keyctl pipe alternately, 2000 rounds"
+echo
+python3 "$(dirname "$0")/interleave.py" 2000 "$KC get bench.svc token" "$(command -v keyctl) pipe $item"
+
 "$KC" rm bench.svc token >/dev/null
 keyctl clear @s

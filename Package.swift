@@ -16,10 +16,6 @@ let staticRelease: [LinkerSetting] = [
     .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
 ]
 
-// Optimized for size in release: a short-lived `kc get` pays for the pages it touches;
-// -Osize measured ~4% faster per process than -O, interleaved with keyctl (docs/BENCHMARKS.md).
-let sizeOptimized: [SwiftSetting] = [.unsafeFlags(["-Osize"], .when(configuration: .release))]
-
 let package = Package(
     name: "kc",
     platforms: [.macOS(.v13)],
@@ -42,10 +38,9 @@ let package = Package(
             dependencies: [
                 "CKeyutils",
                 .product(name: "SystemPackage", package: "swift-system"),
-            ],
-            swiftSettings: sizeOptimized
+            ]
         ),
-        .target(name: "KernelKeychain", dependencies: ["Keyrings"], swiftSettings: sizeOptimized),
+        .target(name: "KernelKeychain", dependencies: ["Keyrings"]),
         .systemLibrary(name: "CFuse3", pkgConfig: "fuse3",
                        providers: [.apt(["libfuse3-dev"])]),
         .target(
@@ -62,7 +57,6 @@ let package = Package(
                 "KernelKeychain",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: sizeOptimized,
             linkerSettings: staticRelease
         ),
         // The FUSE daemon that `kc mount` starts. A separate program so that `kc get`

@@ -215,11 +215,7 @@ public struct Keychain: Sendable, Hashable {
         if let service {
             rings = try existingRings(of: service).map { (service, $0) }
         } else {
-            var all: [(service: String, ring: ServiceKeyring)] = []
-            for anchor in Anchor.allCases {
-                for (name, ring) in try ServiceKeyring.all(in: anchor) { all.append((name, ring)) }
-            }
-            rings = all
+            rings = try ServiceKeyring.everywhere().map { (service: $0.name, ring: $0.ring) }
         }
         var expiries: [KeySerial: UInt64]? = nil
         for (service, ring) in rings {
@@ -246,11 +242,7 @@ public struct Keychain: Sendable, Hashable {
 
     /// The names of every service that has a keyring at any accessibility, sorted.
     public static func services() throws(KeychainError) -> [String] {
-        var names = Set<String>()
-        for anchor in Anchor.allCases {
-            for (name, _) in try ServiceKeyring.all(in: anchor) { names.insert(name) }
-        }
-        return names.sorted()
+        Set(try ServiceKeyring.everywhere().map(\.name)).sorted()
     }
 
     // MARK: Internals
@@ -287,9 +279,7 @@ public struct Keychain: Sendable, Hashable {
     }
 
     private func locateInAnyService(_ key: String) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
-        var rings: [(String, ServiceKeyring)] = []
-        for anchor in Anchor.allCases { rings += try ServiceKeyring.all(in: anchor) }
-        for (_, ring) in rings.sorted(by: { $0.0 < $1.0 }) {
+        for (_, ring) in try ServiceKeyring.everywhere().sorted(by: { $0.name < $1.name }) {
             do {
                 if let item = try ring.serial.search(type: "user", description: key) { return (ring.serial, item) }
             } catch {

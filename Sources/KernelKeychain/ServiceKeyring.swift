@@ -140,6 +140,13 @@ internal struct ServiceKeyring: Hashable, Sendable {
         return try anchor.linkedKeys().contains(found) ? found : nil
     }
 
+    /// Every service keyring of every anchor, with its service name.
+    static func everywhere() throws(KeychainError) -> [(name: String, ring: ServiceKeyring)] {
+        var rings: [(name: String, ring: ServiceKeyring)] = []
+        for anchor in Anchor.allCases { rings += try all(in: anchor) }
+        return rings
+    }
+
     /// Every service keyring linked directly in the anchor, with its service name.
     static func all(in anchor: Anchor) throws(KeychainError) -> [(name: String, ring: ServiceKeyring)] {
         let anchorSerial = try anchor.serial()

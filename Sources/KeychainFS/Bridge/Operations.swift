@@ -140,10 +140,6 @@ enum MountClock {
     nonisolated(unsafe) static var mounted = timespec()
 }
 
-private func optionalSize(_ attributes: UnsafeMutablePointer<stat>?, _ toSet: Int32, _ flag: Int32) -> Bool {
-    attributes != nil && toSet & flag != 0
-}
-
 /// The operations table handed to `fuse_session_new`.
 func keychainOperations() -> fuse_lowlevel_ops {
     var operations = fuse_lowlevel_ops()

@@ -24,10 +24,12 @@ extension Keychain {
         for service in names {
             let keychain = try Keychain(service: service)
             for item in try keychain.items() {
-                if item.accessibility.isThisDeviceOnly { skipped += 1; continue }
+                // A private keychain lists only the caller's own items, whose level is known.
+                guard let accessibility = item.accessibility else { continue }
+                if accessibility.isThisDeviceOnly { skipped += 1; continue }
                 // An item can expire between the listing and the read: leave it out.
                 guard let value = try keychain.data(forKey: item.name) else { continue }
-                exported.append(ExportedItem(service: service, name: item.name, level: item.accessibility.level,
+                exported.append(ExportedItem(service: service, name: item.name, level: accessibility.level,
                                              secondsLeft: item.secondsLeft, value: value))
             }
         }

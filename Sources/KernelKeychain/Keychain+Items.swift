@@ -20,12 +20,22 @@ extension Keychain {
     public func item(_ key: String) throws(KeychainError) -> KeychainItem? {
         guard let service else { throw .serviceRequired }
         try validateName(key, as: .item)
-        for ring in try existingRings(of: service) {
+        let rings: [ListedRing]
+        if let shared = try sharedService(forWriting: false) {
+            rings = shared.rings.map {
+                ListedRing(service: service, serial: $0.serial, accessibility: nil, owner: shared.owner, sharing: shared.sharing)
+            }
+        } else {
+            rings = try existingRings(of: service).map { ListedRing(service: service, ring: $0) }
+        }
+        for ring in rings {
             do {
                 guard let serial = try ring.serial.search(type: "user", description: key) else { continue }
                 let size = try serial.payloadSize()
+                let owner = (try? serial.describe().uid) ?? ring.owner
                 return KeychainItem(service: service, name: key, accessibility: ring.accessibility,
-                                    serial: serial, size: size, secondsLeft: ProcKeys.expiries()[serial])
+                                    serial: serial, size: size, secondsLeft: ProcKeys.expiries()[serial],
+                                    owner: owner, sharing: ring.sharing)
             } catch {
                 if error.meansKeyIsGone { continue }
                 throw KeychainError(error)
@@ -38,6 +48,7 @@ extension Keychain {
     /// replaced by this keychain's. Returns false if there is no such item.
     @discardableResult
     public func move(_ key: String, to accessibility: Accessibility) throws(KeychainError) -> Bool {
+        if let shared = try sharedService(forWriting: true) { throw .ownerOnly(shared, action: "change an item's level") }
         guard var value = try data(forKey: key) else { return false }
         defer { value.overwriteWithZeros() }
         try self.accessibility(accessibility).set(value, forKey: key)
@@ -52,6 +63,7 @@ extension Keychain {
     public func setTimeout(_ timeout: Duration?, forKey key: String) throws(KeychainError) -> Bool {
         let seconds = try timeout.map { (timeout) throws(KeychainError) in try timeoutSeconds(timeout) } ?? 0
         try validateName(key, as: .item)
+        if let shared = try sharedService(forWriting: true) { throw .ownerOnly(shared, action: "set an item's lifetime") }
         guard let located = try locate(key) else { return false }
         do {
             try located.item.setTimeout(seconds: seconds)

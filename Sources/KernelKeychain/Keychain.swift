@@ -29,24 +29,62 @@ public struct Keychain: Sendable, Hashable {
     /// The kernel keeps whole seconds, rounded up.
     public var timeout: Duration?
 
+    /// The Unix group this keychain shares its service with (see ``Sharing``): reads
+    /// also find a service another member shares with the group, and writes share the
+    /// caller's own service with it. Nil for a private keychain.
+    public let accessGroup: AccessGroup?
+    /// Only another user's shared service: this uid's. Nil for the caller's own service,
+    /// or with ``accessGroup``, whichever member shares it.
+    public let owner: UInt32?
+    /// Whether a write that first shares the service lets the group change its items.
+    public var groupWritable: Bool
+
     /// A keychain for `service`.
+    ///
+    /// With `accessGroup` (a Unix group the caller belongs to) or `owner` (a user name or
+    /// uid), it reaches a service shared across users: the caller's own if it has one
+    /// (writes then share it with the group), else the one a member of the group
+    /// shares. Finding another user's service reads /proc/keys, so only such keychains
+    /// pay for it.
     ///
     /// - Throws: ``KeychainError/invalidName(kind:problem:)`` for a service name that is
     ///   empty, `.` or `..`, longer than 255 bytes, or contains `/` or NUL;
     ///   ``KeychainError/invalidTimeout(_:)`` for a timeout under a second or over what
-    ///   the kernel can hold.
-    public init(service: String, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil) throws(KeychainError) {
+    ///   the kernel can hold; ``KeychainError/unknownGroup(_:)``,
+    ///   ``KeychainError/notInGroup(_:addedSinceLogin:)`` and
+    ///   ``KeychainError/unknownUser(_:)`` for a group or owner that cannot be used.
+    public init(
+        service: String, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil,
+        accessGroup: String? = nil, owner: String? = nil, groupWritable: Bool = false
+    ) throws(KeychainError) {
         try validateName(service, as: .service)
         if let timeout { _ = try timeoutSeconds(timeout) }
         self.service = service
         self.accessibility = accessibility
         self.timeout = timeout
+        self.groupWritable = groupWritable
+        if let accessGroup {
+            let group = try AccessGroup(named: accessGroup)
+            try group.requireCaller()
+            self.accessGroup = group
+        } else {
+            self.accessGroup = nil
+        }
+        if let owner {
+            guard let uid = Accounts.uid(ofUserNameOrNumber: owner) else { throw .unknownUser(owner) }
+            self.owner = uid
+        } else {
+            self.owner = nil
+        }
     }
 
     private init(wildcard: Void) {
         self.service = nil
         self.accessibility = .whenUnlocked
         self.timeout = nil
+        self.accessGroup = nil
+        self.owner = nil
+        self.groupWritable = false
     }
 
     /// Reads an item from whichever service holds it (the first found, services in
@@ -168,6 +206,7 @@ public struct Keychain: Sendable, Hashable {
     public func remove(_ key: String) throws(KeychainError) -> Bool {
         guard let service else { throw .serviceRequired }
         try validateName(key, as: .item)
+        if let shared = try sharedService(forWriting: true) { return try remove(key, from: shared) }
         var removed = false
         for ring in try existingRings(of: service) {
             do {
@@ -187,6 +226,7 @@ public struct Keychain: Sendable, Hashable {
     /// The kernel calls are `keyctl_clear` and `keyctl_unlink` of the service keyrings.
     public func removeAll() throws(KeychainError) {
         guard let service else { throw .serviceRequired }
+        if let shared = try sharedService(forWriting: true) { throw .ownerOnly(shared, action: "remove the whole service") }
         for anchor in Anchor.allCases {
             let anchorSerial = try anchor.serial()
             for (name, ring) in try ServiceKeyring.all(in: anchor) where name == service {
@@ -210,15 +250,21 @@ public struct Keychain: Sendable, Hashable {
     /// The service's items with what the kernel knows of them, sorted by name.
     /// Expired items are skipped (and unlinked, so the kernel frees them sooner).
     public func items() throws(KeychainError) -> [KeychainItem] {
-        var found: [KeychainItem] = []
-        let rings: [(service: String, ring: ServiceKeyring)]
+        let rings: [ListedRing]
         if let service {
-            rings = try existingRings(of: service).map { (service, $0) }
+            if let shared = try sharedService(forWriting: false) {
+                rings = shared.rings.map {
+                    ListedRing(service: service, serial: $0.serial, accessibility: nil, owner: shared.owner, sharing: shared.sharing)
+                }
+            } else {
+                rings = try existingRings(of: service).map { ListedRing(service: service, ring: $0) }
+            }
         } else {
-            rings = try ServiceKeyring.everywhere().map { (service: $0.name, ring: $0.ring) }
+            rings = try ServiceKeyring.everywhere().map { ListedRing(service: $0.name, ring: $0.ring) }
         }
+        var found: [KeychainItem] = []
         var expiries: [KeySerial: UInt64]? = nil
-        for (service, ring) in rings {
+        for ring in rings {
             let linked: [KeySerial]
             do { linked = try ring.serial.linkedKeys() } catch {
                 if error.meansKeyIsGone { continue }
@@ -233,8 +279,9 @@ public struct Keychain: Sendable, Hashable {
                 guard info.type == "user", let size = try? serial.payloadSize() else { continue }
                 if expiries == nil { expiries = ProcKeys.expiries() }
                 found.append(KeychainItem(
-                    service: service, name: info.description, accessibility: ring.accessibility,
-                    serial: serial, size: size, secondsLeft: expiries?[serial]))
+                    service: ring.service, name: info.description, accessibility: ring.accessibility,
+                    serial: serial, size: size, secondsLeft: expiries?[serial],
+                    owner: info.uid, sharing: ring.sharing))
             }
         }
         return found.sorted { ($0.name, $0.service) < ($1.name, $1.service) }
@@ -251,6 +298,7 @@ public struct Keychain: Sendable, Hashable {
     /// service keyring, one for the item), then the other levels.
     internal func locate(_ key: String) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
         guard let service else { return try locateInAnyService(key) }
+        if reachesShared, let shared = try sharedService(forWriting: false) { return try locate(key, in: shared) }
         // The common case, kept free of collections: on this path in a short-lived
         // process the runtime's first generic-type lookups cost more than the syscalls.
         let home = try ServiceKeyring.find(service: service, marker: accessibility.marker, under: accessibility.anchor.serial())
@@ -318,11 +366,17 @@ public struct Keychain: Sendable, Hashable {
         guard bytes.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: bytes.count) }
         let seconds = try timeout.map { (timeout) throws(KeychainError) in try timeoutSeconds(timeout) } ?? 0
 
+        if let shared = try sharedService(forWriting: true) {
+            return try update(bytes, forKey: key, in: shared)
+        }
+
         let home = try ServiceKeyring.findOrCreate(service: service, marker: accessibility.marker, anchor: accessibility.anchor)
+        let rings = try existingRings(of: service)
+        let sharing = try sharingForWrite(rings: rings.map(\.serial))
         do throws(KeyctlError) {
             let item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home)
             do throws(KeyctlError) {
-                try item.setPermissions(.ownerOnly)
+                try Sharing.apply(sharing, to: item)
                 try item.setTimeout(seconds: seconds)
             } catch {
                 // Another process removed the item between add_key and here: this set
@@ -336,7 +390,7 @@ public struct Keychain: Sendable, Hashable {
             throw KeychainError(error)
         }
         // One home: drop copies left at other accessibilities.
-        for ring in try existingRings(of: service) where ring.serial != home {
+        for ring in rings where ring.serial != home {
             do {
                 if let stale = try ring.serial.search(type: "user", description: key) {
                     try stale.unlink(from: ring.serial)

@@ -1,5 +1,11 @@
 public import Keyrings
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// Why a keychain operation failed, and what to do about it. A missing item is not an
 /// error: reads return nil.
 ///
@@ -28,6 +34,29 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     case serviceRequired
     /// Any other kernel failure.
     case kernel(KeyctlError)
+
+    /// No Unix group has this name.
+    case unknownGroup(String)
+    /// This process does not carry the group. `addedSinceLogin`: the group database
+    /// lists the user, but this login session began before that.
+    case notInGroup(AccessGroup, addedSinceLogin: Bool)
+    /// No user has this name (or number).
+    case unknownUser(String)
+    /// The caller has no service of this name at any accessibility.
+    case noSuchService(String)
+    /// Nobody (or not that owner, or not through that group) shares the service with
+    /// the caller that the caller can see.
+    case notShared(service: String, group: String?, owner: String?)
+    /// More than one user shares a service of this name with the caller.
+    case sharedByMany(service: String, owners: [String])
+    /// The shared service was found, but its keyring died before it could be used.
+    case sharedServiceGone(SharedService)
+    /// A member tried to change a service shared read-only.
+    case sharedReadOnly(SharedService)
+    /// Something only the service's owner may do.
+    case ownerOnly(SharedService, action: String)
+    /// The service is already shared with another group.
+    case sharedWithAnotherGroup(service: String, current: AccessGroup, requested: AccessGroup)
 
     /// The biggest value a `user` key accepts.
     public static let maximumValueSize = 32767
@@ -72,6 +101,32 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             return "no service named: the any-service keychain only reads; name a service to write or remove"
         case .kernel(let error):
             return "kernel keyring call failed (\(error)); run 'kc doctor' to check the keyrings"
+        case .unknownGroup(let name):
+            return "no group named '\(name)' on this system; check the name with 'getent group \(name)', or create it with 'sudo groupadd \(name)'"
+        case .notInGroup(let group, let addedSinceLogin):
+            if addedSinceLogin {
+                return "this login does not carry group '\(group.name)' yet (you were added after it began); log in again, or run 'newgrp \(group.name)'"
+            }
+            return "you are not in group '\(group.name)'; ask an administrator to run 'sudo usermod -aG \(group.name) \(Accounts.name(ofUser: geteuid()) ?? "USER")', then log in again"
+        case .unknownUser(let name):
+            return "no user named '\(name)' on this system; check the name with 'getent passwd \(name)'"
+        case .noSuchService(let service):
+            return "no service '\(service)'; store an item in it first (kc set), or list the services with 'kc ls'"
+        case .notShared(let service, let group, let owner):
+            var text = "no service '\(service)' is shared with you"
+            if let owner { text += " by \(owner)" }
+            if let group { text += " through group '\(group)'" }
+            return text + ": it was never shared or was unshared, or it lived in its owner's login session (when-unlocked), which has ended; ask the owner to run 'kc share \(service) --group GROUP' on a service stored at after-first-unlock or always"
+        case .sharedByMany(let service, let owners):
+            return "service '\(service)' is shared with you by several users (\(owners.joined(separator: ", "))); pick one with --from USER"
+        case .sharedServiceGone(let shared):
+            return "\(shared.ownerName)'s keyring holding '\(shared.service)' is gone: their login session ended (a when-unlocked service lives only as long as it) or they removed it; ask \(shared.ownerName) to store it again at after-first-unlock or always"
+        case .sharedReadOnly(let shared):
+            return "'\(shared.service)' is shared by \(shared.ownerName) read-only; ask them to run 'kc share \(shared.service) --group \(shared.sharing.group.name) --group-writable'"
+        case .ownerOnly(let shared, let action):
+            return "only \(shared.ownerName), who owns '\(shared.service)', can \(action); ask them to do it"
+        case .sharedWithAnotherGroup(let service, let current, let requested):
+            return "'\(service)' is already shared with group '\(current.name)'; to share it with '\(requested.name)' instead run 'kc share \(service) --group \(requested.name)'"
         }
     }
 

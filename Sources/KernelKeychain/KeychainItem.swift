@@ -4,7 +4,9 @@ import Keyrings
 public struct KeychainItem: Sendable, Hashable {
     public var service: String
     public var name: String
-    public var accessibility: Accessibility
+    /// The item's level; nil for another user's item: the anchor keyring it hangs
+    /// from is theirs and cannot be seen.
+    public var accessibility: Accessibility?
     /// The `user` key's serial, for `keyctl`.
     public var serial: KeySerial
     /// The value's length in bytes.
@@ -12,6 +14,13 @@ public struct KeychainItem: Sendable, Hashable {
     /// Seconds until the kernel expires the item, as /proc/keys gives it (a lower bound
     /// in the coarsest whole unit: 59m means 59–60 minutes); nil for no expiry.
     public var secondsLeft: UInt64?
+    /// The uid that owns the key.
+    public var owner: UInt32
+    /// The group the item is shared with, if any (see ``Keychain/share(with:writable:)``).
+    public var sharing: Sharing?
+
+    /// The owner's user name, or the uid as text if it has none.
+    public var ownerName: String { Accounts.name(ofUser: owner) ?? String(owner) }
 }
 
 /// Reads expiries from /proc/keys, which lists the keys the caller may view:

@@ -26,6 +26,12 @@ public struct FilesystemError: Error, Hashable, Sendable {
             self.init(.ioError)
         case .kernel(let underlying):
             self.init(underlying.errno)
+        case .unknownGroup, .unknownUser, .noSuchService, .notShared, .sharedServiceGone:
+            self.init(.noSuchFileOrDirectory)
+        case .notInGroup, .sharedReadOnly, .ownerOnly:
+            self.init(.permissionDenied)
+        case .sharedByMany, .sharedWithAnotherGroup:
+            self.init(.invalidArgument)
         }
     }
 }

@@ -20,12 +20,22 @@ public final class KeychainFilesystem: Sendable {
         switch parent {
         case .root:
             if let service = configuration.service { return .item(service: service, name: name) }
+            if configuration.showsShared && name == MountConfiguration.sharedDirectoryName { return .sharedRoot }
             try check(name, as: .service)
             return .service(name)
         case .service(let service):
             try check(name, as: .item)
             return .item(service: service, name: name)
-        case .item:
+        case .sharedRoot:
+            try check(name, as: .service)  // a user name: the same rules serve
+            return .sharedOwner(name)
+        case .sharedOwner(let owner):
+            try check(name, as: .service)
+            return .sharedService(owner: owner, service: name)
+        case .sharedService(let owner, let service):
+            try check(name, as: .item)
+            return .sharedItem(owner: owner, service: service, name: name)
+        case .item, .sharedItem:
             throw FilesystemError(.notDirectory)
         }
     }
@@ -57,6 +67,21 @@ public final class KeychainFilesystem: Sendable {
                 throw FilesystemError(.noSuchFileOrDirectory)
             }
             return fileAttributes(size: size)
+        case .sharedRoot:
+            return directoryAttributes(shared: true)
+        case .sharedOwner(let owner):
+            guard try !sharedServices(of: owner).isEmpty else { throw FilesystemError(.noSuchFileOrDirectory) }
+            return directoryAttributes(shared: true)
+        case .sharedService(let owner, let service):
+            guard try sharedServices(of: owner).contains(where: { $0.service == service }) else {
+                throw FilesystemError(.noSuchFileOrDirectory)
+            }
+            return directoryAttributes(shared: true)
+        case .sharedItem(let owner, let service, let name):
+            guard let size = try attempt({ () throws(KeychainError) in try sharedKeychain(owner, service).size(ofItem: name) }) else {
+                throw FilesystemError(.noSuchFileOrDirectory)
+            }
+            return fileAttributes(size: size, shared: true)
         }
     }
 
@@ -65,12 +90,34 @@ public final class KeychainFilesystem: Sendable {
         switch node {
         case .root:
             if let service = configuration.service { return try items(of: service) }
-            let services = try attempt { () throws(KeychainError) in try Keychain.services() }
-            return services.map { ($0, Node.service($0)) }
+            var services = try attempt { () throws(KeychainError) in try Keychain.services() }.map { ($0, Node.service($0)) }
+            if configuration.showsShared {
+                services.removeAll { $0.0 == MountConfiguration.sharedDirectoryName }
+                services.append((MountConfiguration.sharedDirectoryName, .sharedRoot))
+            }
+            return services
         case .service(let service):
             return try items(of: service)
-        case .item:
+        case .sharedRoot:
+            let shared = try attempt { () throws(KeychainError) in try Keychain.sharedServices() }
+            return Set(shared.map(\.ownerName)).sorted().map { ($0, Node.sharedOwner($0)) }
+        case .sharedOwner(let owner):
+            return try sharedServices(of: owner).map { ($0.service, Node.sharedService(owner: owner, service: $0.service)) }
+        case .sharedService(let owner, let service):
+            let names = try attempt { () throws(KeychainError) in try sharedKeychain(owner, service).allKeys() }
+            return names.map { ($0, Node.sharedItem(owner: owner, service: service, name: $0)) }
+        case .item, .sharedItem:
             throw FilesystemError(.notDirectory)
+        }
+    }
+
+    /// The services `owner` shares with the mounting user; none for an unknown user.
+    private func sharedServices(of owner: String) throws(FilesystemError) -> [SharedService] {
+        do {
+            return try Keychain.sharedServices(owner: owner)
+        } catch {
+            if case .unknownUser = error { return [] }
+            throw FilesystemError(error)
         }
     }
 
@@ -81,8 +128,16 @@ public final class KeychainFilesystem: Sendable {
 
     /// The item's value (a copy the caller zeroes when done); ENOENT if missing.
     public func contents(of node: Node) throws(FilesystemError) -> [UInt8] {
-        guard case .item(let service, let name) = node else { throw FilesystemError(.isDirectory) }
-        guard let value = try attempt({ () throws(KeychainError) in try keychain(service).data(forKey: name) }) else {
+        let read: () throws(KeychainError) -> [UInt8]?
+        switch node {
+        case .item(let service, let name):
+            read = { () throws(KeychainError) in try self.keychain(service).data(forKey: name) }
+        case .sharedItem(let owner, let service, let name):
+            read = { () throws(KeychainError) in try self.sharedKeychain(owner, service).data(forKey: name) }
+        default:
+            throw FilesystemError(.isDirectory)
+        }
+        guard let value = try attempt(read) else {
             throw FilesystemError(.noSuchFileOrDirectory)
         }
         return value
@@ -93,7 +148,7 @@ public final class KeychainFilesystem: Sendable {
     /// Stores a file's bytes as the item's value, atomically. An existing item keeps its
     /// accessibility and timeout; a new one takes the mount's accessibility.
     public func write(_ bytes: [UInt8], to node: Node) throws(FilesystemError) {
-        try requireWritable()
+        try requireWritable(node)
         guard case .item(let service, let name) = node else { throw FilesystemError(.isDirectory) }
         try attempt { () throws(KeychainError) in
             let existing = try keychain(service).item(name)
@@ -105,7 +160,7 @@ public final class KeychainFilesystem: Sendable {
 
     /// `rm`.
     public func remove(_ node: Node) throws(FilesystemError) {
-        try requireWritable()
+        try requireWritable(node)
         guard case .item(let service, let name) = node else { throw FilesystemError(.isDirectory) }
         let removed = try attempt { () throws(KeychainError) in try keychain(service).remove(name) }
         if !removed { throw FilesystemError(.noSuchFileOrDirectory) }
@@ -113,7 +168,7 @@ public final class KeychainFilesystem: Sendable {
 
     /// `mkdir`: a new, empty service at the mount's accessibility.
     public func makeDirectory(_ node: Node) throws(FilesystemError) {
-        try requireWritable()
+        try requireWritable(node)
         guard case .service(let service) = node else { throw FilesystemError(.notPermitted) }
         try attempt { () throws(KeychainError) in
             let keychain = try keychain(service)
@@ -124,7 +179,7 @@ public final class KeychainFilesystem: Sendable {
 
     /// `rmdir`: only an empty service.
     public func removeDirectory(_ node: Node) throws(FilesystemError) {
-        try requireWritable()
+        try requireWritable(node)
         guard case .service(let service) = node else { throw FilesystemError(.notPermitted) }
         try attempt { () throws(KeychainError) in
             let keychain = try keychain(service)
@@ -139,7 +194,8 @@ public final class KeychainFilesystem: Sendable {
     /// item's level), else at the source's; then the source is removed. Directories
     /// answer EXDEV, so `mv` copies them item by item.
     public func rename(_ source: Node, to target: Node, replacing: Bool = true) throws(FilesystemError) {
-        try requireWritable()
+        try requireWritable(source)
+        try requireWritable(target)
         guard case .item(let fromService, let fromName) = source, case .item(let toService, let toName) = target else {
             throw FilesystemError(.improperLink)
         }
@@ -153,7 +209,7 @@ public final class KeychainFilesystem: Sendable {
             let replaced = try to.item(toName)
             if replaced != nil && !replacing { throw KeychainError.kernel(.init(.fileExists, call: "rename")) }
             let keep = replaced ?? moving
-            var destination = to.accessibility(keep.accessibility)
+            var destination = to.accessibility(keep.accessibility ?? configuration.newItemAccessibility)
             if let seconds = keep.secondsLeft, seconds > 0 { destination = try destination.timeout(.seconds(seconds)) }
             try destination.set(value, forKey: toName)
             try from.remove(fromName)
@@ -162,7 +218,7 @@ public final class KeychainFilesystem: Sendable {
 
     /// `truncate` of a file that is not open: shrink or zero-extend the stored value.
     public func resize(_ node: Node, to size: Int) throws(FilesystemError) {
-        try requireWritable()
+        try requireWritable(node)
         var value = try contents(of: node)
         defer { value.overwriteWithZeros() }
         if size < value.count { value.removeLast(value.count - size) } else { value += [UInt8](repeating: 0, count: size - value.count) }
@@ -178,22 +234,29 @@ public final class KeychainFilesystem: Sendable {
 
     /// The attribute names a node has (items only).
     public func extendedAttributeNames(of node: Node) -> [String] {
-        guard case .item = node else { return [] }
-        return [Self.accessAttribute, Self.deviceOnlyAttribute, Self.timeoutAttribute, Self.serialAttribute]
+        switch node {
+        case .item: [Self.accessAttribute, Self.deviceOnlyAttribute, Self.timeoutAttribute, Self.serialAttribute]
+        // Another user's level is not visible (their anchor keyrings are private).
+        case .sharedItem: [Self.timeoutAttribute, Self.serialAttribute]
+        default: []
+        }
     }
 
     /// An attribute's value as text: the level (`always`), `1`/`0`, seconds left (`0` for
     /// no expiry) or the key serial. ENODATA for any other name.
     public func extendedAttribute(_ name: String, of node: Node) throws(FilesystemError) -> String {
-        guard case .item(let service, let key) = node, extendedAttributeNames(of: node).contains(name) else {
-            throw FilesystemError(.noData)
+        guard extendedAttributeNames(of: node).contains(name) else { throw FilesystemError(.noData) }
+        let lookup: () throws(KeychainError) -> KeychainItem?
+        switch node {
+        case .item(let service, let key): lookup = { () throws(KeychainError) in try self.keychain(service).item(key) }
+        case .sharedItem(let owner, let service, let key): lookup = { () throws(KeychainError) in try self.sharedKeychain(owner, service).item(key) }
+        default: throw FilesystemError(.noData)
         }
-        guard let item = try attempt({ () throws(KeychainError) in try keychain(service).item(key) }) else {
-            throw FilesystemError(.noSuchFileOrDirectory)
-        }
+        guard let item = try attempt(lookup) else { throw FilesystemError(.noSuchFileOrDirectory) }
+        let accessibility = item.accessibility ?? configuration.newItemAccessibility
         switch name {
-        case Self.accessAttribute: return item.accessibility.level.rawValue
-        case Self.deviceOnlyAttribute: return item.accessibility.isThisDeviceOnly ? "1" : "0"
+        case Self.accessAttribute: return accessibility.level.rawValue
+        case Self.deviceOnlyAttribute: return accessibility.isThisDeviceOnly ? "1" : "0"
         case Self.timeoutAttribute: return String(item.secondsLeft ?? 0)
         default: return String(item.serial.rawValue)
         }
@@ -203,7 +266,7 @@ public final class KeychainFilesystem: Sendable {
     /// `user.kc.this-device-only` (1/0) marks or unmarks it, `user.kc.timeout` sets the
     /// kernel expiry in seconds (0 clears it). `user.kc.serial` is read-only (EPERM).
     public func setExtendedAttribute(_ name: String, to text: String, of node: Node) throws(FilesystemError) {
-        try requireWritable()
+        try requireWritable(node)
         guard case .item(let service, let key) = node, extendedAttributeNames(of: node).contains(name) else {
             throw FilesystemError(.notSupported)
         }
@@ -214,10 +277,10 @@ public final class KeychainFilesystem: Sendable {
             switch name {
             case Self.accessAttribute:
                 guard let level = Accessibility.Level(rawValue: value) else { throw KeychainError.invalidTimeout(value) }
-                try move(keychain, key, item, to: Accessibility(level: level, thisDeviceOnly: item.accessibility.isThisDeviceOnly))
+                try move(keychain, key, item, to: Accessibility(level: level, thisDeviceOnly: item.accessibility?.isThisDeviceOnly ?? false))
             case Self.deviceOnlyAttribute:
                 guard value == "1" || value == "0" else { throw KeychainError.invalidTimeout(value) }
-                try move(keychain, key, item, to: Accessibility(level: item.accessibility.level, thisDeviceOnly: value == "1"))
+                try move(keychain, key, item, to: Accessibility(level: (item.accessibility ?? configuration.newItemAccessibility).level, thisDeviceOnly: value == "1"))
             case Self.timeoutAttribute:
                 guard let seconds = UInt32(value) else { throw KeychainError.invalidTimeout(value) }
                 try keychain.setTimeout(seconds == 0 ? nil : .seconds(seconds), forKey: key)
@@ -252,17 +315,21 @@ public final class KeychainFilesystem: Sendable {
         try Keychain(service: service)
     }
 
-    private func requireWritable() throws(FilesystemError) {
-        if configuration.readOnly { throw FilesystemError(.readOnlyFileSystem) }
+    private func sharedKeychain(_ owner: String, _ service: String) throws(KeychainError) -> Keychain {
+        try Keychain(service: service, owner: owner)
     }
 
-    private func directoryAttributes() -> NodeAttributes {
-        NodeAttributes(isDirectory: true, size: 0, permissions: configuration.readOnly ? 0o500 : 0o700,
+    private func requireWritable(_ node: Node) throws(FilesystemError) {
+        if configuration.readOnly || node.isShared { throw FilesystemError(.readOnlyFileSystem) }
+    }
+
+    private func directoryAttributes(shared: Bool = false) -> NodeAttributes {
+        NodeAttributes(isDirectory: true, size: 0, permissions: configuration.readOnly || shared ? 0o500 : 0o700,
                        uid: configuration.uid, gid: configuration.gid)
     }
 
-    private func fileAttributes(size: Int) -> NodeAttributes {
-        NodeAttributes(isDirectory: false, size: size, permissions: configuration.readOnly ? 0o400 : 0o600,
+    private func fileAttributes(size: Int, shared: Bool = false) -> NodeAttributes {
+        NodeAttributes(isDirectory: false, size: size, permissions: configuration.readOnly || shared ? 0o400 : 0o600,
                        uid: configuration.uid, gid: configuration.gid)
     }
 }

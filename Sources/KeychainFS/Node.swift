@@ -7,11 +7,27 @@ public enum Node: Hashable, Sendable {
     case root
     case service(String)
     case item(service: String, name: String)
+    /// `shared/` (with `--shared`): services other users share with the mounting user.
+    case sharedRoot
+    /// `shared/<owner>/`
+    case sharedOwner(String)
+    /// `shared/<owner>/<service>/`
+    case sharedService(owner: String, service: String)
+    /// `shared/<owner>/<service>/<item>`
+    case sharedItem(owner: String, service: String, name: String)
 
     public var isDirectory: Bool {
         switch self {
-        case .root, .service: true
-        case .item: false
+        case .root, .service, .sharedRoot, .sharedOwner, .sharedService: true
+        case .item, .sharedItem: false
+        }
+    }
+
+    /// Other users' nodes, which are always read-only.
+    public var isShared: Bool {
+        switch self {
+        case .sharedRoot, .sharedOwner, .sharedService, .sharedItem: true
+        case .root, .service, .item: false
         }
     }
 }
@@ -55,9 +71,15 @@ public struct MountConfiguration: Sendable {
     /// Owner shown for every node: the user who mounted.
     public var uid: UInt32
     public var gid: UInt32
+    /// Show `shared/<owner>/<service>/<item>`: services other users share with this one
+    /// through a group. Hides a service of the caller's own named `shared`.
+    public var showsShared: Bool
+
+    public static let sharedDirectoryName = "shared"
 
     public init(readOnly: Bool = false, service: String? = nil,
-                newItemAccessibility: Accessibility = .whenUnlocked, uid: UInt32, gid: UInt32) {
+                newItemAccessibility: Accessibility = .whenUnlocked, uid: UInt32, gid: UInt32, showsShared: Bool = false) {
+        self.showsShared = showsShared
         self.readOnly = readOnly
         self.service = service
         self.newItemAccessibility = newItemAccessibility

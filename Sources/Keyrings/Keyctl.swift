@@ -128,6 +128,25 @@ extension KeySerial {
         _ = try keyctlResult { system_keyctl_setperm(rawValue, permissions.rawValue) }.get(call: "keyctl_setperm")
     }
 
+    /// Gives the key to another group (its uid is unchanged). An ordinary caller may
+    /// only name a group it belongs to; the kernel answers EACCES otherwise.
+    ///
+    /// Needs setattr permission. The corresponding C function is `keyctl_chown` with
+    /// uid -1.
+    public func setGroup(_ gid: UInt32) throws(KeyctlError) {
+        _ = try keyctlResult { system_keyctl_chown(rawValue, UInt32.max, gid) }.get(call: "keyctl_chown")
+    }
+
+    /// Replaces the payload of an existing key in place (same serial, owner, group,
+    /// permissions and expiry).
+    ///
+    /// Needs write permission on the key. The corresponding C function is `keyctl_update`.
+    public func update(payload: UnsafeRawBufferPointer) throws(KeyctlError) {
+        _ = try keyctlResult {
+            system_keyctl_update(rawValue, payload.baseAddress, payload.count)
+        }.get(call: "keyctl_update")
+    }
+
     /// Sets the key to expire `seconds` from now; 0 removes any expiry.
     ///
     /// Needs setattr permission. The corresponding C function is `keyctl_set_timeout`.

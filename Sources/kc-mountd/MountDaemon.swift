@@ -20,6 +20,7 @@ struct MountDaemon: ParsableCommand {
     @Flag var readOnly = false
     @Option var service: String?
     @Flag var allowOther = false
+    @Flag var shared = false
     @Option(name: .customLong("access")) var level: String = Accessibility.Level.whenUnlocked.rawValue
     @Option var readyFd: Int32?
 
@@ -43,7 +44,7 @@ struct MountDaemon: ParsableCommand {
         let filesystem = KeychainFilesystem(configuration: MountConfiguration(
             readOnly: readOnly, service: service,
             newItemAccessibility: Accessibility(level: level, thisDeviceOnly: false),
-            uid: getuid(), gid: getgid()))
+            uid: getuid(), gid: getgid(), showsShared: shared))
         let ready = readyFd
         do {
             try KeychainMount.serve(filesystem: filesystem, at: mountpoint, allowOther: allowOther) {

@@ -5,24 +5,31 @@ extension KC {
     struct Get: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write a value to standard output, exactly as stored.",
-            discussion: "Nothing is added: no trailing newline. Exits 1 if there is no such item."
+            discussion: """
+            Nothing is added: no trailing newline. Exits 1 if there is no such item.
+
+              kc get com.example token
+              kc get --group deploy com.example token    # shared with you through 'deploy'
+              kc get --from alice com.example token      # the one alice shares with you
+            """
         )
 
         @OptionGroup var item: ItemArguments
+        @OptionGroup var shared: SharedServiceOptions
 
         func validate() throws {
             try item.validate()
         }
 
         func run() throws {
-            try printValue(service: item.service, key: item.key)
+            try printValue(keychain: shared.keychain(item.service), key: item.key)
         }
     }
 }
 
 /// `kc get`: the bytes go straight from the kernel's buffer to standard output.
-func printValue(service: String, key: String) throws {
-    let keychain = try reporting { () throws(KeychainError) in try Keychain(service: service) }
+func printValue(keychain: Keychain, key: String) throws {
+    let service = keychain.service ?? ""
     let written = try reporting { () throws(KeychainError) in
         try keychain.withBytes(forKey: key) { writeAll(fd: 1, $0) }
     }

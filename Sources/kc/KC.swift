@@ -18,7 +18,7 @@ struct KC: ParsableCommand {
         bytes. Exit status: 0 success, 1 not found, 2 any other failure, 64 usage error.
         """,
         version: kcVersion,
-        subcommands: [Set.self, Get.self, Remove.self, List.self, Mount.self, Umount.self, Exec.self, PodmanDriver.self, Export.self, Import.self, Doctor.self]
+        subcommands: [Set.self, Get.self, Remove.self, List.self, Share.self, Unshare.self, Mount.self, Umount.self, Exec.self, PodmanDriver.self, Export.self, Import.self, Doctor.self]
     )
 
     /// Parse errors become one `kc: ` line and exit 64; help and --version print as usual.
@@ -61,7 +61,7 @@ private func runFastGet(service: String, key: String) -> Never {
     do {
         try validateArgument(service, as: .service)
         try validateArgument(key, as: .item)
-        try printValue(service: service, key: key)
+        try printValue(keychain: reporting { () throws(KeychainError) in try Keychain(service: service) }, key: key)
         Glibc.exit(0)
     } catch let code as ExitCode {
         Glibc.exit(code.rawValue)

@@ -11,14 +11,27 @@ extension KC {
             size in bytes, time left before the kernel expires it ('-' for none; as
             coarse as /proc/keys: 59m means 59 to 60 minutes) and the key's serial.
 
+            --shared lists the services other users share with you, as OWNER/SERVICE
+            (the path under the shared/ folder of 'kc mount --shared'); --long adds the
+            group and whether it may write. With --group or --from, SERVICE is one
+            another user shares with you; its items' level is theirs to know ('-').
+
             --json (stable): without SERVICE, {"services": ["name", ...]}; with SERVICE,
-            {"service": "name", "items": [{"name", "access", "thisDeviceOnly",
-            "size", "secondsLeft" (null for none), "serial"}]}.
+            {"service": "name", "items": [{"name", "access" (null for another user's
+            item), "thisDeviceOnly" (null likewise), "size", "secondsLeft" (null for
+            none), "serial", "owner", "sharedWith" (group name, null if private),
+            "groupWritable"}]}; with --shared, {"shared": [{"owner", "uid", "service",
+            "group", "gid", "groupWritable"}]}.
             """
         )
 
         @Argument(help: "List the items of this service instead of the services.")
         var service: String?
+
+        @Flag(help: "List the services other users share with you.")
+        var shared = false
+
+        @OptionGroup var sharedService: SharedServiceOptions
 
         @Flag(name: .shortAndLong, help: "Show access level, size, time left and serial of each item.")
         var long = false
@@ -31,15 +44,23 @@ extension KC {
         }
 
         func run() throws {
+            if shared {
+                guard service == nil else {
+                    throw ValidationError("--shared lists services; to list the items of one, use kc ls --from OWNER SERVICE")
+                }
+                return try listShared()
+            }
             guard let service else {
                 let services = try reporting { () throws(KeychainError) in try Keychain.services() }
                 if json { return try printJSON(ServiceList(services: services)) }
                 for name in services { print(name) }
                 return
             }
-            let items = try reporting { () throws(KeychainError) in try Keychain(service: service).items() }
-            let services = try reporting { () throws(KeychainError) in try Keychain.services() }
-            if items.isEmpty && !services.contains(service) {
+            let keychain = try sharedService.keychain(service)
+            let items = try reporting { () throws(KeychainError) in try keychain.items() }
+            let exists = try keychain.accessGroup != nil || keychain.owner != nil
+                || reporting { () throws(KeychainError) in try keychain.serviceExists() }
+            if items.isEmpty && !exists {
                 standardError("kc: no service '\(service)'; list the services with 'kc ls'")
                 throw ExitStatus.notFound
             }
@@ -49,9 +70,43 @@ extension KC {
             for item in items {
                 guard long else { print(item.name); continue }
                 let left = item.secondsLeft.map(formatSeconds) ?? "-"
-                print("\(item.name)\t\(item.accessibility.name)\t\(item.size)\t\(left)\t\(item.serial)")
+                print("\(item.name)\t\(item.accessibility?.name ?? "-")\t\(item.size)\t\(left)\t\(item.serial)")
             }
         }
+
+        private func listShared() throws {
+            let found = try reporting { () throws(KeychainError) in
+                try Keychain.sharedServices(group: sharedService.group, owner: sharedService.owner)
+            }
+            if json { return try printJSON(SharedList(shared: found.map(SharedEntry.init))) }
+            for entry in found {
+                let path = "\(entry.ownerName)/\(entry.service)"
+                guard long else { print(path); continue }
+                print("\(path)\t\(entry.sharing.group.name)\t\(entry.sharing.isGroupWritable ? "writable" : "read-only")")
+            }
+        }
+    }
+}
+
+struct SharedList: Encodable {
+    var shared: [SharedEntry]
+}
+
+struct SharedEntry: Encodable {
+    var owner: String
+    var uid: UInt32
+    var service: String
+    var group: String
+    var gid: UInt32
+    var groupWritable: Bool
+
+    init(_ shared: SharedService) {
+        owner = shared.ownerName
+        uid = shared.owner
+        service = shared.service
+        group = shared.sharing.group.name
+        gid = shared.sharing.group.gid
+        groupWritable = shared.sharing.isGroupWritable
     }
 }
 
@@ -66,33 +121,42 @@ struct ItemList: Encodable {
 
 struct ItemEntry: Encodable {
     var name: String
-    var access: String
-    var thisDeviceOnly: Bool
+    var access: String?
+    var thisDeviceOnly: Bool?
     var size: Int
     var secondsLeft: UInt64?
     var serial: Int32
+    var owner: String
+    var sharedWith: String?
+    var groupWritable: Bool
 
     init(_ item: KeychainItem) {
         name = item.name
-        access = item.accessibility.level.rawValue
-        thisDeviceOnly = item.accessibility.isThisDeviceOnly
+        access = item.accessibility?.level.rawValue
+        thisDeviceOnly = item.accessibility?.isThisDeviceOnly
         size = item.size
         secondsLeft = item.secondsLeft
         serial = item.serial.rawValue
+        owner = item.ownerName
+        sharedWith = item.sharing?.group.name
+        groupWritable = item.sharing?.isGroupWritable ?? false
     }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(name, forKey: .name)
-        try container.encode(access, forKey: .access)
+        try container.encode(access, forKey: .access)  // null, not absent
         try container.encode(thisDeviceOnly, forKey: .thisDeviceOnly)
         try container.encode(size, forKey: .size)
         try container.encode(secondsLeft, forKey: .secondsLeft)  // null, not absent
         try container.encode(serial, forKey: .serial)
+        try container.encode(owner, forKey: .owner)
+        try container.encode(sharedWith, forKey: .sharedWith)
+        try container.encode(groupWritable, forKey: .groupWritable)
     }
 
     enum CodingKeys: String, CodingKey {
-        case name, access, thisDeviceOnly, size, secondsLeft, serial
+        case name, access, thisDeviceOnly, size, secondsLeft, serial, owner, sharedWith, groupWritable
     }
 }
 

@@ -37,6 +37,9 @@ extension KC {
         @Flag(help: "Let other users (root included) use the mount; unprivileged users need 'user_allow_other' in /etc/fuse.conf.")
         var allowOther = false
 
+        @Flag(help: "Also show services other users share with you, read-only, under shared/<owner>/<service>/.")
+        var shared = false
+
         @Option(name: .customLong("access"), help: ArgumentHelp(
             "Level of files created through the mount: when-unlocked (default), after-first-unlock, always.",
             valueName: "level"))
@@ -44,9 +47,15 @@ extension KC {
 
         func validate() throws {
             if let service { try validateArgument(service, as: .service) }
+            if shared && service != nil {
+                throw ValidationError("--shared shows other users' services beside yours; it cannot be combined with --service")
+            }
         }
 
         func run() throws {
+            if shared, (try? Keychain(service: "shared").serviceExists()) == true {
+                standardError("kc: warning: your service 'shared' is hidden under --shared (shared/ lists other users' services); reach it with kc get shared KEY")
+            }
             let path = absolutePath(mountpoint)
             recoverStaleMount(path)
             var info = stat()
@@ -72,6 +81,7 @@ extension KC {
             var arguments = ["--access", level.rawValue]
             if readOnly { arguments.append("--read-only") }
             if allowOther { arguments.append("--allow-other") }
+            if shared { arguments.append("--shared") }
             if let service { arguments += ["--service", service] }
             return arguments + ["--", path]
         }

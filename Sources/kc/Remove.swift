@@ -6,19 +6,19 @@ extension KC {
         static let configuration = CommandConfiguration(
             commandName: "rm",
             abstract: "Remove an item, at whatever accessibility it has.",
-            discussion: "Exits 1 if there is no such item."
+            discussion: "Exits 1 if there is no such item. With --group or --from, removes from a service another user shares with you, if they made it group-writable."
         )
 
         @OptionGroup var item: ItemArguments
+        @OptionGroup var shared: SharedServiceOptions
 
         func validate() throws {
             try item.validate()
         }
 
         func run() throws {
-            let removed = try reporting { () throws(KeychainError) in
-                try Keychain(service: item.service).remove(item.key)
-            }
+            let keychain = try shared.keychain(item.service)
+            let removed = try reporting { () throws(KeychainError) in try keychain.remove(item.key) }
             if !removed {
                 standardError("kc: no item '\(item.key)' in service '\(item.service)'; list the items with 'kc ls \(item.service)'")
                 throw ExitStatus.notFound

@@ -15,10 +15,19 @@ extension KC {
 
               printf '%s' "$TOKEN" | kc set com.example token
               kc set --access always --timeout 8h com.example session < cookie.bin
+              kc set --group deploy --access after-first-unlock com.example token < token.txt
+
+            With --group GROUP the service is shared with that Unix group (see 'kc share');
+            with --from USER (or --group) and a service another user shares with you
+            group-writable, an existing item's value is replaced in place.
             """
         )
 
         @OptionGroup var item: ItemArguments
+        @OptionGroup var shared: SharedServiceOptions
+
+        @Flag(help: "With --group, when this write first shares the service: let the group change and remove its items too.")
+        var groupWritable = false
 
         @Option(name: .customLong("access"), help: ArgumentHelp(
             "When the item can be read: when-unlocked (session keyring, the default), after-first-unlock (user keyring), always (persistent keyring).",
@@ -41,15 +50,23 @@ extension KC {
 
         func validate() throws {
             try item.validate()
+            if groupWritable && shared.group == nil {
+                throw ValidationError("--group-writable needs --group GROUP")
+            }
         }
 
         func run() throws {
+            // Group and owner are checked before the value is asked for.
+            let keychain = try shared.keychain(
+                item.service, accessibility: Accessibility(level: level, thisDeviceOnly: thisDeviceOnly),
+                timeout: timeout, groupWritable: groupWritable)
             var value = try readValue()
             defer { value.overwriteWithZeros() }
-            let keychain = try reporting { () throws(KeychainError) in
-                try Keychain(service: item.service, accessibility: Accessibility(level: level, thisDeviceOnly: thisDeviceOnly), timeout: timeout)
-            }
             try reporting { () throws(KeychainError) in try keychain.set(value, forKey: item.key) }
+            let ownShared = { (try? Keychain(service: item.service).sharing()) != nil }
+            if keychain.accessGroup != nil && level == .whenUnlocked && ownShared() {
+                standardError("kc: note: '\(item.service)' is shared from this login session's keyring (when-unlocked): the group loses it when the session ends; store it with --access after-first-unlock to keep it while you are logged in anywhere")
+            }
         }
 
         private func readValue() throws -> [UInt8] {

@@ -46,6 +46,14 @@ internal func system_keyctl_setperm(_ key: Int32, _ permissions: UInt32) -> Int 
     keyctl_setperm(key, permissions)
 }
 
+internal func system_keyctl_chown(_ key: Int32, _ uid: UInt32, _ gid: UInt32) -> Int {
+    keyctl_chown(key, uid, gid)
+}
+
+internal func system_keyctl_update(_ key: Int32, _ payload: UnsafeRawPointer?, _ length: Int) -> Int {
+    keyctl_update(key, payload, length)
+}
+
 internal func system_keyctl_set_timeout(_ key: Int32, _ seconds: UInt32) -> Int {
     keyctl_set_timeout(key, seconds)
 }

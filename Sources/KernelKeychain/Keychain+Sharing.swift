@@ -1,0 +1,211 @@
+import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// Sharing a service with a Unix group (access groups). The owner's side changes the
+// group and permission mask of keys it owns; a member's side finds the owner's keyring
+// through /proc/keys and uses it by serial, which the kernel allows when the key's
+// group permission does.
+
+extension Keychain {
+    /// Shares the service, every keyring and item of it at every accessibility, with
+    /// `group`, which the caller must belong to. Items written later join the sharing.
+    /// Members get view, read and search; with `writable`, also write (change and
+    /// remove items; only the owner adds items).
+    ///
+    /// Items are shared before their keyrings, so a member who finds the service can
+    /// read all of it. The kernel calls are `keyctl_chown` (gid only) and
+    /// `keyctl_setperm` on each key; both need setattr, which kc's keys grant their owner.
+    public func share(with group: String, writable: Bool = false) throws(KeychainError) {
+        let group = try AccessGroup(named: group)
+        try group.requireCaller()
+        let rings = try ownRings()
+        try Self.apply(Sharing(group: group, isGroupWritable: writable), to: rings.map(\.serial))
+    }
+
+    /// Stops sharing the service: the group loses every right on its keyrings and items
+    /// at once. Keyrings first, so no member can find an item while the rest follow.
+    public func unshare() throws(KeychainError) {
+        try Self.apply(nil, to: try ownRings().map(\.serial))
+    }
+
+    /// How the caller's service is shared, or nil if it is private.
+    public func sharing() throws(KeychainError) -> Sharing? {
+        try Self.currentSharing(of: ownRings().map(\.serial))
+    }
+
+    /// Services other users share with the caller through a group it belongs to,
+    /// sorted by owner and name; optionally only one group's or one owner's.
+    ///
+    /// Reads /proc/keys (the kernel lists there the keys a caller may view) and
+    /// confirms each candidate with `keyctl_describe`.
+    public static func sharedServices(group: String? = nil, owner: String? = nil) throws(KeychainError) -> [SharedService] {
+        var gid: UInt32? = nil
+        if let group {
+            let resolved = try AccessGroup(named: group)
+            try resolved.requireCaller()
+            gid = resolved.gid
+        }
+        var uid: UInt32? = nil
+        if let owner {
+            guard let found = Accounts.uid(ofUserNameOrNumber: owner) else { throw .unknownUser(owner) }
+            uid = found
+        }
+        return SharedServices.visible(group: gid, owner: uid)
+    }
+
+    // MARK: Internals
+
+    /// Whether this keychain may reach another user's service at all. Private keychains
+    /// never read /proc/keys.
+    internal var reachesShared: Bool { accessGroup != nil || owner != nil }
+
+    /// The other user's service this keychain works on, or nil when it works on the
+    /// caller's own. The caller's own service wins when it has one (and no other owner
+    /// was named); a write with nothing shared yet creates the caller's own.
+    internal func sharedService(forWriting: Bool) throws(KeychainError) -> SharedService? {
+        guard reachesShared, let service else { return nil }
+        if owner == geteuid() { return nil }
+        if owner == nil, try serviceExists() { return nil }
+        let found = SharedServices.visible(service: service, group: accessGroup?.gid, owner: owner)
+        if found.count > 1 { throw .sharedByMany(service: service, owners: found.map(\.ownerName)) }
+        if let only = found.first { return only }
+        if forWriting && owner == nil { return nil }
+        throw .notShared(service: service, group: accessGroup?.name,
+                         owner: owner.map { Accounts.name(ofUser: $0) ?? String($0) })
+    }
+
+    /// Finds an item in another user's shared service.
+    internal func locate(_ key: String, in shared: SharedService) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
+        for ring in shared.rings {
+            do {
+                if let item = try ring.serial.search(type: "user", description: key) { return (ring.serial, item) }
+            } catch {
+                // Unshared between the scan and the search.
+                if error.errno == .permissionDenied { throw .notShared(service: shared.service, group: accessGroup?.name, owner: shared.ownerName) }
+                throw KeychainError(error)
+            }
+        }
+        // A search answers "none" for a keyring that has died, too: tell the two apart.
+        if shared.rings.allSatisfy({ (try? $0.serial.describe()) == nil }) { throw .sharedServiceGone(shared) }
+        return nil
+    }
+
+    /// A member's write: the item must exist (only its owner adds items, which keeps
+    /// every key of the service in the owner's quota and under the owner's control),
+    /// and its value is replaced in place, keeping owner, permissions and expiry.
+    internal func update(_ bytes: UnsafeRawBufferPointer, forKey key: String, in shared: SharedService) throws(KeychainError) {
+        guard shared.sharing.isGroupWritable else { throw .sharedReadOnly(shared) }
+        guard timeout == nil else { throw .ownerOnly(shared, action: "set an item's lifetime") }
+        guard let located = try locate(key, in: shared) else { throw .ownerOnly(shared, action: "add items") }
+        do {
+            try located.item.update(payload: bytes)
+        } catch {
+            if error.meansKeyIsGone { throw .ownerOnly(shared, action: "add items") }
+            throw KeychainError(error)
+        }
+    }
+
+    /// A member's removal, allowed when the group may write the service keyring.
+    internal func remove(_ key: String, from shared: SharedService) throws(KeychainError) -> Bool {
+        guard shared.sharing.isGroupWritable else { throw .sharedReadOnly(shared) }
+        guard let located = try locate(key, in: shared) else { return false }
+        do {
+            try located.item.unlink(from: located.ring)
+            return true
+        } catch {
+            if error.meansKeyIsGone { return false }
+            throw KeychainError(error)
+        }
+    }
+
+    /// The sharing an owner's write gives the new item. A keychain with an access group
+    /// shares a private service first; a ring just made at a new level joins the
+    /// sharing of the service's other rings.
+    internal func sharingForWrite(rings: [KeySerial]) throws(KeychainError) -> Sharing? {
+        let current = try Self.currentSharing(of: rings)
+        if let group = accessGroup {
+            if let current {
+                guard current.group.gid == group.gid else {
+                    throw .sharedWithAnotherGroup(service: service ?? "", current: current.group, requested: group)
+                }
+            } else {
+                let sharing = Sharing(group: group, isGroupWritable: groupWritable)
+                try Self.apply(sharing, to: rings)
+                return sharing
+            }
+        }
+        guard let current else { return nil }
+        for ring in rings where (try? Sharing(ring.describe())) == nil {
+            do { try Sharing.apply(current, to: ring) } catch { throw KeychainError(error) }
+        }
+        return current
+    }
+
+    /// The sharing of the first shared ring, or nil if none is.
+    private static func currentSharing(of rings: [KeySerial]) throws(KeychainError) -> Sharing? {
+        for ring in rings {
+            do {
+                if let sharing = Sharing(try ring.describe()) { return sharing }
+            } catch {
+                if !error.meansKeyIsGone { throw KeychainError(error) }
+            }
+        }
+        return nil
+    }
+
+    /// Every keyring of the caller's own service; throws if there is none.
+    private func ownRings() throws(KeychainError) -> [ServiceKeyring] {
+        guard let service else { throw .serviceRequired }
+        let rings = try existingRings(of: service)
+        guard !rings.isEmpty else { throw .noSuchService(service) }
+        return rings
+    }
+
+    /// Shares (items, then keyring) or unshares (keyring, then items) each ring.
+    private static func apply(_ sharing: Sharing?, to rings: [KeySerial]) throws(KeychainError) {
+        for ring in rings {
+            do throws(KeyctlError) {
+                if sharing == nil { try Sharing.apply(nil, to: ring) }
+                for item in try ring.linkedKeys() {
+                    do {
+                        guard try item.describe().type == "user" else { continue }
+                        try Sharing.apply(sharing, to: item)
+                    } catch {
+                        if !error.meansKeyIsGone { throw error }
+                    }
+                }
+                if sharing != nil { try Sharing.apply(sharing, to: ring) }
+            } catch {
+                if !error.meansKeyIsGone { throw KeychainError(error) }
+            }
+        }
+    }
+}
+
+/// A keyring whose items ``Keychain/items()`` lists, with what is known of it.
+internal struct ListedRing {
+    var service: String
+    var serial: KeySerial
+    var accessibility: Accessibility?
+    var owner: UInt32
+    var sharing: Sharing?
+
+    init(service: String, serial: KeySerial, accessibility: Accessibility?, owner: UInt32, sharing: Sharing?) {
+        self.service = service
+        self.serial = serial
+        self.accessibility = accessibility
+        self.owner = owner
+        self.sharing = sharing
+    }
+
+    /// One of the caller's own rings; its sharing is read from the kernel.
+    init(service: String, ring: ServiceKeyring) {
+        self.init(service: service, serial: ring.serial, accessibility: ring.accessibility, owner: geteuid(),
+                  sharing: (try? ring.serial.describe()).flatMap(Sharing.init))
+    }
+}

@@ -1,0 +1,113 @@
+import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// How a service is shared: the Unix group whose members may read it, and whether
+/// they may also change and remove its items.
+///
+/// In the kernel this is the group id and the group byte of the permission mask of the
+/// service keyring and of every item in it: view, read and search (`0x3f3f0b00`), plus
+/// write when group-writable (`0x3f3f0f00`). Link and setattr are never granted, so
+/// members cannot move items, change their lifetimes or re-share them.
+public struct Sharing: Hashable, Sendable, CustomStringConvertible {
+    public var group: AccessGroup
+    public var isGroupWritable: Bool
+
+    public init(group: AccessGroup, isGroupWritable: Bool = false) {
+        self.group = group
+        self.isGroupWritable = isGroupWritable
+    }
+
+    /// The sharing a key's description shows, or nil if its group cannot search it.
+    internal init?(_ info: KeyDescription) {
+        let rights = info.permissions.groupRights
+        guard rights.isSuperset(of: [.view, .read, .search]) else { return nil }
+        self.init(group: AccessGroup(gid: info.gid), isGroupWritable: rights.contains(.write))
+    }
+
+    internal var permissions: KeyPermissions {
+        let rights: KeyPermissions.Rights = isGroupWritable ? [.view, .read, .search, .write] : [.view, .read, .search]
+        return KeyPermissions.ownerOnly.union(.group(rights))
+    }
+
+    public var description: String {
+        isGroupWritable ? "\(group.name) (writable)" : group.name
+    }
+
+    /// Applies this sharing to one key: its group, then its mask. With nil, the mask
+    /// first (which is what cuts members off), then the caller's own gid back.
+    internal static func apply(_ sharing: Sharing?, to key: KeySerial) throws(KeyctlError) {
+        if let sharing {
+            try key.setGroup(sharing.group.gid)
+            try key.setPermissions(sharing.permissions)
+        } else {
+            try key.setPermissions(.ownerOnly)
+            try key.setGroup(getegid())
+        }
+    }
+}
+
+/// A service keyring of another user that this process may search through its group
+/// permission.
+public struct SharedService: Hashable, Sendable {
+    public var service: String
+    /// The uid that owns the keyring, and its name (the number if it has none).
+    public var owner: UInt32
+    public var ownerName: String
+    public var sharing: Sharing
+    internal var rings: [SharedRing]
+}
+
+/// One keyring of a ``SharedService``: portable and device-only items live in sibling
+/// keyrings, and a service can have one under each of its owner's anchors.
+internal struct SharedRing: Hashable, Sendable {
+    var serial: KeySerial
+    var marker: ServiceMarker
+}
+
+internal enum SharedServices {
+    /// Other users' service keyrings this process can see, found by reading /proc/keys,
+    /// which lists every key the caller may view. Their owners' anchor keyrings are
+    /// private, so this is the only way to find them. Each candidate line is confirmed
+    /// with `keyctl_describe`, which is authoritative and exact where /proc/keys pads
+    /// and truncates. Nothing is cached: a service unshared a moment ago is gone.
+    static func visible(service: String? = nil, group gid: UInt32? = nil, owner: UInt32? = nil) -> [SharedService] {
+        guard let text = readProcFile("/proc/keys") else { return [] }
+        let me = geteuid()
+        var byOwnerAndService: [String: SharedService] = [:]
+        for line in text.split(separator: "\n") {
+            // serial flags usage expiry perm uid gid type description: summary
+            let fields = line.split(separator: " ", maxSplits: 8, omittingEmptySubsequences: true)
+            guard fields.count == 9, fields[7] == "keyring" else { continue }
+            // The type column is padded, and the padding stays in the last field.
+            let description = fields[8].drop { $0 == " " }
+            guard description.hasPrefix(ServiceMarker.portablePrefix) || description.hasPrefix(ServiceMarker.deviceOnlyPrefix),
+                  let uid = UInt32(fields[5]), uid != me, owner == nil || owner == uid,
+                  let serialValue = UInt32(fields[0], radix: 16)
+            else { continue }
+            let serial = KeySerial(rawValue: Int32(bitPattern: serialValue))
+            guard let info = try? serial.describe(), info.type == "keyring", info.uid == uid,
+                  let (marker, name) = ServiceMarker.parse(keyringDescription: info.description),
+                  service == nil || service == name,
+                  gid == nil || gid == info.gid,
+                  let sharing = Sharing(info)
+            else { continue }
+            let ring = SharedRing(serial: serial, marker: marker)
+            let id = "\(uid)/\(name)"
+            if var known = byOwnerAndService[id] {
+                known.rings.append(ring)
+                known.sharing.isGroupWritable = known.sharing.isGroupWritable && sharing.isGroupWritable
+                byOwnerAndService[id] = known
+            } else {
+                byOwnerAndService[id] = SharedService(
+                    service: name, owner: uid, ownerName: Accounts.name(ofUser: uid) ?? String(uid),
+                    sharing: sharing, rings: [ring])
+            }
+        }
+        return byOwnerAndService.values.sorted { ($0.ownerName, $0.service) < ($1.ownerName, $1.service) }
+    }
+}

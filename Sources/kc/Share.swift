@@ -1,0 +1,68 @@
+import ArgumentParser
+import KernelKeychain
+
+extension KC {
+    struct Share: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Share one of your services with a Unix group, or show how it is shared.",
+            discussion: """
+            Members of GROUP can then read every item of SERVICE, now and later:
+            'kc get --group GROUP SERVICE KEY', 'kc ls --shared', or the shared/ folder of
+            'kc mount --shared'. Nobody else can. With --group-writable they may also
+            change and remove items (only you add items). You must be in GROUP yourself.
+
+            Members reach your keys by serial, so the service must outlive their use of it:
+            items stored at when-unlocked live in your login session's keyring and vanish
+            for everyone when that session ends. Share services stored at
+            after-first-unlock or always.
+
+              kc share com.example --group deploy
+              kc share com.example            # prints: com.example: shared with group deploy (read-only)
+            """
+        )
+
+        @Argument(help: "One of your services.")
+        var service: String
+
+        @Option(help: ArgumentHelp("The Unix group to share with.", valueName: "group"))
+        var group: String?
+
+        @Flag(help: "Let the group change and remove items too.")
+        var groupWritable = false
+
+        func validate() throws {
+            try validateArgument(service, as: .service)
+            if groupWritable && group == nil { throw ValidationError("--group-writable needs --group GROUP") }
+        }
+
+        func run() throws {
+            let keychain = try reporting { () throws(KeychainError) in try Keychain(service: service) }
+            if let group {
+                try reporting { () throws(KeychainError) in try keychain.share(with: group, writable: groupWritable) }
+                return
+            }
+            let sharing = try reporting { () throws(KeychainError) in try keychain.sharing() }
+            guard let sharing else { return print("\(service): private") }
+            print("\(service): shared with group \(sharing.group.name) (\(sharing.isGroupWritable ? "writable" : "read-only"))")
+        }
+    }
+
+    struct Unshare: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop sharing a service: the group loses access at once.",
+            discussion: "Members who already copied a value keep their copy; rotate the secret if that matters."
+        )
+
+        @Argument(help: "One of your services.")
+        var service: String
+
+        func validate() throws {
+            try validateArgument(service, as: .service)
+        }
+
+        func run() throws {
+            let keychain = try reporting { () throws(KeychainError) in try Keychain(service: service) }
+            try reporting { () throws(KeychainError) in try keychain.unshare() }
+        }
+    }
+}

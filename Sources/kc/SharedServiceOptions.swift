@@ -1,0 +1,24 @@
+import ArgumentParser
+import KernelKeychain
+
+/// `--group` and `--from`: reach a service another user shares with you.
+struct SharedServiceOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "A Unix group you are in: use the service shared through it (yours if you have one; a write shares yours with it).",
+        valueName: "group"))
+    var group: String?
+
+    @Option(name: .customLong("from"), help: ArgumentHelp(
+        "Use the service this user shares with you (a user name or uid).", valueName: "user"))
+    var owner: String?
+
+    /// The keychain these options name for `service`.
+    func keychain(
+        _ service: String, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil, groupWritable: Bool = false
+    ) throws(ExitCode) -> Keychain {
+        try reporting { () throws(KeychainError) in
+            try Keychain(service: service, accessibility: accessibility, timeout: timeout,
+                         accessGroup: group, owner: owner, groupWritable: groupWritable)
+        }
+    }
+}

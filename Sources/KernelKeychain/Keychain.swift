@@ -376,7 +376,7 @@ public struct Keychain: Sendable, Hashable {
         do throws(KeyctlError) {
             let item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home)
             do throws(KeyctlError) {
-                try Sharing.apply(sharing, to: item)
+                if let sharing { try Sharing.apply(sharing, to: item) } else { try item.setPermissions(.ownerOnly) }
                 try item.setTimeout(seconds: seconds)
             } catch {
                 // Another process removed the item between add_key and here: this set

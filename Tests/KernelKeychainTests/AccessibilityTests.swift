@@ -83,7 +83,7 @@ final class AccessibilityTests: KeyringTestCase {
         XCTAssertEqual(try homes(of: "k", in: service, deviceOnly: true), ["@u"])
         XCTAssertEqual(try keychain.items().first?.accessibility, .afterFirstUnlockThisDeviceOnly)
         XCTAssertEqual(try Keychain(service: service).string(forKey: "k"), "local")
-        XCTAssertEqual(try keychain.items().first?.accessibility.isThisDeviceOnly, true)
+        XCTAssertEqual(try keychain.items().first?.accessibility?.isThisDeviceOnly, true)
     }
 
     func testKeyctlAndLibraryAgreeOnTheKeyringLayoutDescribedInTheREADME() throws {

@@ -76,6 +76,8 @@ let package = Package(
         .testTarget(name: "KeyringsTests", dependencies: ["Keyrings", "KCTestSupport"]),
         .testTarget(name: "KernelKeychainTests", dependencies: ["KernelKeychain", "Keyrings", "KCTestSupport"]),
         .testTarget(name: "KeychainFSTests", dependencies: ["KeychainFS", "KernelKeychain", "KCTestSupport"]),
-        .testTarget(name: "kcTests", dependencies: ["kc", "KernelKeychain", "Keyrings", "KCTestSupport"]),
+        // The library as another user: the sharing tests run it under runuser.
+        .executableTarget(name: "kc-keychain-probe", dependencies: ["KernelKeychain", "Keyrings"], path: "Tests/KeychainProbe"),
+        .testTarget(name: "kcTests", dependencies: ["kc", "kc-keychain-probe", "KernelKeychain", "Keyrings", "KCTestSupport"]),
     ]
 )

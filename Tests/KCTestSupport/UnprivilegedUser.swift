@@ -21,7 +21,7 @@ public enum UnprivilegedUser {
         return ok
     }
 
-    /// A copy of the built `kc` (and `kc-mountd`) that the test user may run: the build
+    /// A copy of the built `kc` (with `kc-mountd` and the library probe) that the test users may run: the build
     /// folder may not be readable by other users.
     public static var kcCopy: String {
         let directory = "/tmp/kc-test-bin-\(getpid())"
@@ -31,7 +31,7 @@ public enum UnprivilegedUser {
                                                      attributes: [.posixPermissions: 0o755])
             // kc and the mount daemon it starts from the same folder.
             let built = URL(fileURLWithPath: builtKC).deletingLastPathComponent().path
-            for program in ["kc", "kc-mountd"] {
+            for program in ["kc", "kc-mountd", "kc-keychain-probe"] {
                 try? FileManager.default.copyItem(atPath: built + "/" + program, toPath: directory + "/" + program)
                 try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory + "/" + program)
             }
@@ -43,11 +43,11 @@ public enum UnprivilegedUser {
     /// 0600), libfuse cannot mount for an ordinary user. Grant the test user alone
     /// read and write with an ACL, as the usual mode grants every user. False if that
     /// is impossible here.
-    public static func grantFUSEDevice() -> Bool {
+    public static func grantFUSEDevice(to user: String = name) -> Bool {
         let check = "test -r /dev/fuse && test -w /dev/fuse"
-        if (try? runCommand("/usr/sbin/runuser", ["-u", name, "--", "/bin/sh", "-c", check]))?.status == 0 { return true }
-        _ = try? runCommand("/usr/bin/env", ["setfacl", "-m", "u:\(name):rw", "/dev/fuse"])
-        return (try? runCommand("/usr/sbin/runuser", ["-u", name, "--", "/bin/sh", "-c", check]))?.status == 0
+        if (try? runCommand("/usr/sbin/runuser", ["-u", user, "--", "/bin/sh", "-c", check]))?.status == 0 { return true }
+        _ = try? runCommand("/usr/bin/env", ["setfacl", "-m", "u:\(user):rw", "/dev/fuse"])
+        return (try? runCommand("/usr/sbin/runuser", ["-u", user, "--", "/bin/sh", "-c", check]))?.status == 0
     }
 
     /// Runs `script` with `sh` as the test user, by default in a fresh session keyring

@@ -77,19 +77,8 @@ internal enum SharedServices {
     /// and truncates. Nothing is cached: a service unshared a moment ago is gone.
     static func visible(service: String? = nil, group gid: UInt32? = nil, owner: UInt32? = nil) -> [SharedService] {
         guard let text = readProcFile("/proc/keys") else { return [] }
-        let me = geteuid()
         var byOwnerAndService: [String: SharedService] = [:]
-        for line in text.split(separator: "\n") {
-            // serial flags usage expiry perm uid gid type description: summary
-            let fields = line.split(separator: " ", maxSplits: 8, omittingEmptySubsequences: true)
-            guard fields.count == 9, fields[7] == "keyring" else { continue }
-            // The type column is padded, and the padding stays in the last field.
-            let description = fields[8].drop { $0 == " " }
-            guard description.hasPrefix(ServiceMarker.portablePrefix) || description.hasPrefix(ServiceMarker.deviceOnlyPrefix),
-                  let uid = UInt32(fields[5]), uid != me, owner == nil || owner == uid,
-                  let serialValue = UInt32(fields[0], radix: 16)
-            else { continue }
-            let serial = KeySerial(rawValue: Int32(bitPattern: serialValue))
+        for (serial, uid) in candidates(inProcKeys: text, excludingOwner: geteuid()) where owner == nil || owner == uid {
             guard let info = try? serial.describe(), info.type == "keyring", info.uid == uid,
                   let (marker, name) = ServiceMarker.parse(keyringDescription: info.description),
                   service == nil || service == name,
@@ -109,5 +98,25 @@ internal enum SharedServices {
             }
         }
         return byOwnerAndService.values.sorted { ($0.ownerName, $0.service) < ($1.ownerName, $1.service) }
+    }
+
+    /// Keyrings in /proc/keys text whose description starts like a kc service keyring,
+    /// with their owner, other than `excludingOwner`'s. Lines are
+    /// `serial flags usage expiry perm uid gid type description: summary`; a line that
+    /// is not in that form (a description with a newline splits one) is skipped.
+    static func candidates(inProcKeys text: String, excludingOwner me: UInt32) -> [(serial: KeySerial, owner: UInt32)] {
+        var found: [(serial: KeySerial, owner: UInt32)] = []
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 8, omittingEmptySubsequences: true)
+            guard fields.count == 9, fields[7] == "keyring" else { continue }
+            // The type column is padded, and the padding stays in the last field.
+            let description = fields[8].drop { $0 == " " }
+            guard description.hasPrefix(ServiceMarker.portablePrefix) || description.hasPrefix(ServiceMarker.deviceOnlyPrefix),
+                  let uid = UInt32(fields[5]), uid != me,
+                  let serial = UInt32(fields[0], radix: 16)
+            else { continue }
+            found.append((KeySerial(rawValue: Int32(bitPattern: serial)), uid))
+        }
+        return found
     }
 }

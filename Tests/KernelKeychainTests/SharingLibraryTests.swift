@@ -1,0 +1,103 @@
+@testable import KernelKeychain
+import Keyrings
+import KCTestSupport
+import XCTest
+
+/// The owner's side of access groups in this process: what sharing does to the keys,
+/// and the errors for groups and owners that cannot be used. (The member's side needs
+/// other users: kcTests/SharingTests.)
+final class SharingLibraryTests: KeyringTestCase {
+    /// A group this process carries: its effective gid's.
+    private var ownGroup: AccessGroup { AccessGroup(gid: getegid()) }
+
+    func testSharingSetsTheGroupAndGroupRightsOnTheServiceAndEveryItem() throws {
+        let keychain = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock)
+        try keychain.set("one", forKey: "first")
+        XCTAssertNil(try keychain.sharing(), "a new service is private")
+
+        try keychain.share(with: ownGroup.name)
+        XCTAssertEqual(try keychain.sharing(), Sharing(group: ownGroup, isGroupWritable: false))
+        try keychain.set("two", forKey: "added-later")
+        try keychain.accessibility(.always).set("three", forKey: "other-level")
+        for item in try keychain.items() {
+            let info = try item.serial.describe()
+            XCTAssertEqual(info.permissions.rawValue, 0x3f3f_0b00, "\(item.name): group view, read, search only")
+            XCTAssertEqual(info.gid, ownGroup.gid)
+            XCTAssertEqual(item.sharing?.group, ownGroup)
+        }
+        XCTAssertEqual(try keychain.items().count, 3)
+
+        try keychain.share(with: ownGroup.name, writable: true)
+        XCTAssertEqual(try keychain.items().map { try $0.serial.describe().permissions.rawValue }, [0x3f3f_0f00, 0x3f3f_0f00, 0x3f3f_0f00])
+
+        try keychain.unshare()
+        XCTAssertNil(try keychain.sharing())
+        XCTAssertEqual(try keychain.items().map { try $0.serial.describe().permissions }, [.ownerOnly, .ownerOnly, .ownerOnly])
+        XCTAssertEqual(try keychain.string(forKey: "first"), "one", "unsharing keeps the values")
+    }
+
+    func testAnAccessGroupKeychainSharesOnWriteAndReadsItsOwnService() throws {
+        let service = uniqueService()
+        let grouped = try Keychain(service: service, accessibility: .afterFirstUnlock, accessGroup: ownGroup.name, groupWritable: true)
+        try grouped.set("value", forKey: "token")
+        XCTAssertEqual(try grouped.string(forKey: "token"), "value", "the caller's own service wins")
+        XCTAssertEqual(try Keychain(service: service).sharing(), Sharing(group: ownGroup, isGroupWritable: true))
+        XCTAssertEqual(try grouped.items().first?.accessibility, .afterFirstUnlock, "an own item's level is known")
+    }
+
+    func testPrivateServicesAreUntouched() throws {
+        let shared = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock)
+        let untouched = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock)
+        try untouched.set("private", forKey: "secret")
+        try shared.set("x", forKey: "k")
+        try shared.share(with: ownGroup.name)
+        let info = try XCTUnwrap(try untouched.items().first).serial.describe()
+        XCTAssertEqual(info.permissions, .ownerOnly)
+        XCTAssertNil(try untouched.sharing())
+    }
+
+    func testGroupsAndOwnersThatCannotBeUsedAreClearErrors() throws {
+        XCTAssertThrowsError(try Keychain(service: "s", accessGroup: "kc-no-such-group")) { error in
+            XCTAssertEqual(error as? KeychainError, .unknownGroup("kc-no-such-group"))
+            XCTAssertTrue("\(error)".contains("getent group kc-no-such-group"))
+        }
+        XCTAssertThrowsError(try Keychain(service: "s", owner: "kc-no-such-user")) { error in
+            XCTAssertEqual(error as? KeychainError, .unknownUser("kc-no-such-user"))
+        }
+        XCTAssertThrowsError(try Keychain(service: uniqueService()).share(with: ownGroup.name)) { error in
+            guard case .noSuchService? = error as? KeychainError else { return XCTFail("\(error)") }
+        }
+        // A group this process does not carry: the first in the database that is not ours.
+        let mine = Set(Accounts.supplementaryGroups() + [getegid()])
+        guard let foreign = (0..<UInt32(70000)).lazy.compactMap({ gid in mine.contains(gid) ? nil : Accounts.name(ofGroup: gid) }).first else {
+            throw XCTSkip("no group outside this process's groups")
+        }
+        XCTAssertThrowsError(try Keychain(service: "s", accessGroup: foreign)) { error in
+            guard case .notInGroup(let group, _)? = error as? KeychainError else { return XCTFail("\(error)") }
+            XCTAssertEqual(group.name, foreign)
+            XCTAssertTrue("\(error)".contains("usermod -aG \(foreign)"), "\(error)")
+        }
+    }
+
+    func testNothingSharedIsNotFoundWithAnExplanation() throws {
+        let keychain = try Keychain(service: uniqueService(), accessGroup: ownGroup.name)
+        XCTAssertThrowsError(try keychain.string(forKey: "token")) { error in
+            guard case .notShared? = error as? KeychainError else { return XCTFail("\(error)") }
+            XCTAssertTrue("\(error)".contains("login session (when-unlocked), which has ended"))
+        }
+    }
+
+    func testProcKeysLinesAreReadForServiceKeyringsOfOtherUsers() {
+        let text = """
+            0d0d536e I--Q---     9 perm 3f030000   995   994 keyring   _ses: 1
+            2047e078 I--Q---     1 perm 3f3f0b00   999  1002 user      token: 6
+            319b25dc I--Q---     1 perm 3f3f0b00   999  1002 keyring   kc:demo: 1
+            319b25dd I--Q---     1 perm 3f3f0b00   999  1002 keyring   kc.local:demo: empty
+            319b25de I--Q---     1 perm 3f3f0000   995   995 keyring   kc:mine: 1
+            garbage line
+            """
+        let found = SharedServices.candidates(inProcKeys: text, excludingOwner: 995)
+        XCTAssertEqual(found.map(\.serial.rawValue), [0x319b25dc, 0x319b25dd])
+        XCTAssertEqual(found.map(\.owner), [999, 999])
+    }
+}

@@ -12,8 +12,8 @@ public struct AccessGroup: Hashable, Sendable, CustomStringConvertible {
     public let name: String
     public let gid: UInt32
 
-    /// The group called `name` (from the system's group database: /etc/group, or LDAP
-    /// and the like through NSS).
+    /// The group called `name`, or numbered `name` (from the system's group database:
+    /// /etc/group, or LDAP and the like through NSS in dynamically linked programs).
     ///
     /// - Throws: ``KeychainError/unknownGroup(_:)`` if there is none.
     public init(named name: String) throws(KeychainError) {
@@ -47,26 +47,48 @@ public struct AccessGroup: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// Lookups in the user and group databases through the C library's reentrant calls.
+/// Lookups in the user and group databases. A dynamically linked program asks the C
+/// library (NSS: files, LDAP, sssd, systemd...). The static `kc` cannot: static glibc
+/// loads NSS modules built for the shared C library, and `libnss_systemd` crashes it
+/// (measured: a lookup of a missing group segfaulted). It reads /etc/passwd and
+/// /etc/group instead, and takes numeric ids for accounts that live elsewhere.
 internal enum Accounts {
+    /// Whether the process has a dynamic loader: the kernel passes its base address in
+    /// the auxiliary vector (AT_BASE, 7), zero for a static executable.
+    private static let canUseNSS: Bool = {
+        guard let auxv = readProcBytes("/proc/self/auxv") else { return false }
+        let words = stride(from: 0, to: auxv.count - 7, by: 8).map { offset in
+            (0..<8).reduce(UInt64(0)) { $0 | UInt64(auxv[offset + $1]) << (8 * UInt64($1)) }  // little-endian
+        }
+        for index in stride(from: 0, to: words.count - 1, by: 2) where words[index] == 7 {
+            return words[index + 1] != 0
+        }
+        return false
+    }()
+
     static func gid(ofGroup name: String) -> UInt32? {
-        withGroup { entry, buffer, size, result in getgrnam_r(name, entry, buffer, size, result) }.map { $0.gid }
+        if !canUseNSS { return LocalDatabase.groups().first { $0.name == name }?.gid ?? UInt32(name) }
+        return withGroup { entry, buffer, size, result in getgrnam_r(name, entry, buffer, size, result) }.map { $0.gid } ?? UInt32(name)
     }
 
     static func name(ofGroup gid: UInt32) -> String? {
-        withGroup { entry, buffer, size, result in getgrgid_r(gid, entry, buffer, size, result) }.map { $0.name }
+        if !canUseNSS { return LocalDatabase.groups().first { $0.gid == gid }?.name }
+        return withGroup { entry, buffer, size, result in getgrgid_r(gid, entry, buffer, size, result) }.map { $0.name }
     }
 
     static func members(ofGroup name: String) -> [String] {
-        withGroup { entry, buffer, size, result in getgrnam_r(name, entry, buffer, size, result) }?.members ?? []
+        if !canUseNSS { return LocalDatabase.groups().first { $0.name == name }?.members ?? [] }
+        return withGroup { entry, buffer, size, result in getgrnam_r(name, entry, buffer, size, result) }?.members ?? []
     }
 
     static func uid(ofUser name: String) -> UInt32? {
-        withUser { entry, buffer, size, result in getpwnam_r(name, entry, buffer, size, result) }?.uid
+        if !canUseNSS { return LocalDatabase.users().first { $0.name == name }?.uid }
+        return withUser { entry, buffer, size, result in getpwnam_r(name, entry, buffer, size, result) }?.uid
     }
 
     static func name(ofUser uid: UInt32) -> String? {
-        withUser { entry, buffer, size, result in getpwuid_r(uid, entry, buffer, size, result) }?.name
+        if !canUseNSS { return LocalDatabase.users().first { $0.uid == uid }?.name }
+        return withUser { entry, buffer, size, result in getpwuid_r(uid, entry, buffer, size, result) }?.name
     }
 
     /// A user named by name or, failing that, by number.
@@ -127,5 +149,32 @@ internal enum Accounts {
             return (found.pw_uid, String(cString: found.pw_name))
         }
         return nil
+    }
+}
+
+/// /etc/passwd and /etc/group, read directly (for the static `kc`).
+internal enum LocalDatabase {
+    static func users() -> [(name: String, uid: UInt32)] {
+        records("/etc/passwd").compactMap { fields in
+            guard fields.count >= 3, let uid = UInt32(fields[2]) else { return nil }
+            return (String(fields[0]), uid)
+        }
+    }
+
+    static func groups() -> [(name: String, gid: UInt32, members: [String])] {
+        records("/etc/group").compactMap { fields in
+            guard fields.count >= 3, let gid = UInt32(fields[2]) else { return nil }
+            let members = fields.count > 3 ? fields[3].split(separator: ",").map(String.init) : []
+            return (String(fields[0]), gid, members)
+        }
+    }
+
+    /// The colon-separated fields of each line, skipping comments and NIS `+`/`-` lines.
+    private static func records(_ path: String) -> [[Substring]] {
+        guard let text = readProcFile(path) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            guard let first = line.first, first != "#", first != "+", first != "-" else { return nil }
+            return line.split(separator: ":", omittingEmptySubsequences: false)
+        }
     }
 }

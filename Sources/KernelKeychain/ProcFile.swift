@@ -5,8 +5,13 @@ import Musl
 #endif
 
 /// Reads a small kernel text file (/proc, /sys) whole. Nil if it cannot be opened.
-/// Files under /proc report a size of 0, so this reads until end of file.
 internal func readProcFile(_ path: String) -> String? {
+    readProcBytes(path).map { String(decoding: $0, as: UTF8.self) }
+}
+
+/// Reads a small file whole. Files under /proc report a size of 0, so this reads
+/// until end of file.
+internal func readProcBytes(_ path: String) -> [UInt8]? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
@@ -21,7 +26,7 @@ internal func readProcFile(_ path: String) -> String? {
         if count == 0 { break }
         bytes.append(contentsOf: chunk[..<count])
     }
-    return String(decoding: bytes, as: UTF8.self)
+    return bytes
 }
 
 /// Reads a sysctl under /proc/sys as an integer, e.g. `kernel/keys/maxkeys`.

@@ -87,6 +87,19 @@ final class SharingLibraryTests: KeyringTestCase {
         }
     }
 
+    /// The static `kc` reads /etc/passwd and /etc/group itself; for local accounts it
+    /// must agree with the C library, which this (dynamically linked) test process uses.
+    func testTheStaticProgramsAccountFilesAgreeWithTheCLibrary() {
+        let users = LocalDatabase.users(), groups = LocalDatabase.groups()
+        XCTAssertTrue(users.contains { $0 == ("root", 0) })
+        XCTAssertTrue(groups.contains { $0.name == "root" && $0.gid == 0 })
+        for user in users { XCTAssertEqual(Accounts.uid(ofUser: user.name), user.uid, user.name) }
+        for group in groups {
+            XCTAssertEqual(Accounts.gid(ofGroup: group.name), group.gid, group.name)
+            XCTAssertEqual(Accounts.members(ofGroup: group.name), group.members, group.name)
+        }
+    }
+
     func testProcKeysLinesAreReadForServiceKeyringsOfOtherUsers() {
         let text = """
             0d0d536e I--Q---     9 perm 3f030000   995   994 keyring   _ses: 1

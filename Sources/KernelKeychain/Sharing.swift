@@ -78,11 +78,14 @@ internal enum SharedServices {
     static func visible(service: String? = nil, group gid: UInt32? = nil, owner: UInt32? = nil) -> [SharedService] {
         guard let text = readProcFile("/proc/keys") else { return [] }
         var byOwnerAndService: [String: SharedService] = [:]
+        // Only services shared through a group this process carries: a key anyone may
+        // view through its "other" rights is not shared with the caller by kc.
+        let callerGroups = Set(Accounts.supplementaryGroups() + [getegid()])
         for (serial, uid) in candidates(inProcKeys: text, excludingOwner: geteuid()) where owner == nil || owner == uid {
             guard let info = try? serial.describe(), info.type == "keyring", info.uid == uid,
                   let (marker, name) = ServiceMarker.parse(keyringDescription: info.description),
                   service == nil || service == name,
-                  gid == nil || gid == info.gid,
+                  gid == nil || gid == info.gid, callerGroups.contains(info.gid),
                   let sharing = Sharing(info)
             else { continue }
             let ring = SharedRing(serial: serial, marker: marker)

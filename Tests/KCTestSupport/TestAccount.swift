@@ -11,6 +11,8 @@ public struct TestAccount: Sendable {
     public static let owner = TestAccount(UnprivilegedUser.name, groups: [shareGroup])
     public static let member = TestAccount("kc-test-member", groups: [shareGroup])
     public static let outsider = TestAccount("kc-test-outsider", groups: [])
+    /// A second owner in the group, for two services of one name.
+    public static let secondOwner = TestAccount("kc-test-owner2", groups: [shareGroup])
 
     public init(_ name: String, groups: [String]) {
         self.name = name

@@ -278,6 +278,32 @@ final class SharingTests: XCTestCase {
         }
     }
 
+    func testTwoOwnersSharingOneNameMustBeToldApart() throws {
+        let second = TestAccount.secondOwner
+        guard second.ensure() else { throw XCTSkip("could not create a second owner") }
+        let service = uniqueService()
+        _ = try ownerShares(service, value: "from-first")
+        defer {
+            _ = try? second.run("r=$(keyctl search @u keyring kc:\(service)) && keyctl clear $r && keyctl unlink $r @u")
+        }
+        // `set --group` would write to the first owner's share (refused: read-only), so
+        // the second owner makes its own service and then shares it.
+        let secondShares = try second.run("""
+            printf 'from-second' | "$KC" set --group \(group) --access after-first-unlock \(service) token; echo "set-group=$?"
+            printf 'from-second' | "$KC" set --access after-first-unlock \(service) token && "$KC" share \(service) --group \(group)
+            """)
+        XCTAssertEqual(secondShares.output, "set-group=2\n", "\(secondShares)")
+
+        let result = try member.run("""
+            "$KC" get --group \(group) \(service) token; echo "ambiguous=$?"
+            "$KC" get --from \(second.name) \(service) token; echo
+            "$KC" get --group \(group) --from \(owner.name) \(service) token; echo
+            """)
+        XCTAssertEqual(result.output, "ambiguous=2\nfrom-second\nfrom-first\n", "\(result)")
+        let owners = [owner.name, second.name].sorted().joined(separator: ", ")
+        XCTAssertTrue(result.standardError.contains("kc: service '\(service)' is shared with you by several users (\(owners)); pick one with --from USER"), result.standardError)
+    }
+
     func testAServiceSharedFromALoginSessionEndsWithIt() throws {
         let service = uniqueService()
         let ready = "/tmp/kc-share-ready.\(getpid())", stop = "/tmp/kc-share-stop.\(getpid())"

@@ -23,11 +23,16 @@ extension KC {
 
               kc exec --service com.example.db --env -- psql
               kc exec --service deploy --files -- sh -c 'cat "$CREDENTIALS_DIRECTORY/token"'
+              kc exec --from alice --service com.example.deploy --env -- ./deploy.sh
+
+            With --group or --from, the services are ones other users share with you.
             """
         )
 
         @Option(name: .customLong("service"), help: "A service whose items to pass (repeatable).")
         var services: [String] = []
+
+        @OptionGroup var shared: SharedServiceOptions
 
         @Flag(help: "Pass the items as environment variables.")
         var env = false
@@ -94,9 +99,11 @@ extension KC {
         private func collectItems() throws -> [PassedItem] {
             var items: [PassedItem] = []
             for service in services {
-                let keychain = try reporting { () throws(KeychainError) in try Keychain(service: service) }
+                let keychain = try shared.keychain(service)
                 let names = try reporting { () throws(KeychainError) in try keychain.allKeys() }
-                let exists = try reporting { () throws(KeychainError) in try keychain.serviceExists() }
+                // Another user's service that is not shared already failed in allKeys().
+                let exists = try shared.group != nil || shared.owner != nil
+                    || reporting { () throws(KeychainError) in try keychain.serviceExists() }
                 if names.isEmpty && !exists {
                     standardError("kc: no service '\(service)'; list the services with 'kc ls'")
                     throw ExitStatus.notFound

@@ -70,6 +70,7 @@ final class SharingTests: XCTestCase {
             "$PROBE" get \(service) token --from \(owner.name)
             keyctl print \(serial); echo " keyctl=$?"
             "$KC" ls --shared | grep -x '\(owner.name)/\(service)'
+            "$KC" exec --from \(owner.name) --service \(service) --env -- sh -c 'echo "exec=$TOKEN"'
             """)
         XCTAssertEqual(asMember.output, """
             s3cret cli-group=0
@@ -79,6 +80,7 @@ final class SharingTests: XCTestCase {
             s3cret
              keyctl=0
             \(owner.name)/\(service)
+            exec=s3cret
 
             """, "\(asMember)")
 

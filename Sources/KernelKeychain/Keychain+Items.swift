@@ -20,15 +20,7 @@ extension Keychain {
     public func item(_ key: String) throws(KeychainError) -> KeychainItem? {
         guard let service else { throw .serviceRequired }
         try validateName(key, as: .item)
-        let rings: [ListedRing]
-        if let shared = try sharedService(forWriting: false) {
-            rings = shared.rings.map {
-                ListedRing(service: service, serial: $0.serial, accessibility: nil, owner: shared.owner, sharing: shared.sharing)
-            }
-        } else {
-            rings = try existingRings(of: service).map { ListedRing(service: service, ring: $0) }
-        }
-        for ring in rings {
+        for ring in try listedRings() {
             do {
                 guard let serial = try ring.serial.search(type: "user", description: key) else { continue }
                 let size = try serial.payloadSize()

@@ -22,20 +22,21 @@ extension KC {
         }
 
         func run() throws {
-            try printValue(keychain: shared.keychain(item.service), key: item.key)
+            try printValue(keychain: shared.keychain(item.service), key: item.key, options: shared.commandLine)
         }
     }
 }
 
 /// `kc get`: the bytes go straight from the kernel's buffer to standard output.
-func printValue(keychain: Keychain, key: String) throws {
+/// `options` repeats --group/--from in the hint of the not-found message.
+func printValue(keychain: Keychain, key: String, options: String = "") throws {
     let service = keychain.service ?? ""
     let written = try reporting { () throws(KeychainError) in
         try keychain.withBytes(forKey: key) { writeAll(fd: 1, $0) }
     }
     switch written {
     case nil:
-        standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(service)'")
+        standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(options)\(service)'")
         throw ExitStatus.notFound
     case false?:
         standardError("kc: cannot write to standard output")

@@ -30,10 +30,21 @@ struct KC: ParsableCommand {
         // process together (docs/BENCHMARKS.md). So the plain form skips the parser and
         // calls the same function the parsed `Get` command runs.
         // It reads argv directly: even `CommandLine.arguments` costs a generic lookup.
+        // `kc get --group G S K` and `kc get --from U S K` (a shared item) take the same
+        // route.
         let argv = CommandLine.unsafeArgv
         if CommandLine.argc == 4, let verb = argv[1], let service = argv[2], let key = argv[3],
            strcmp(verb, "get") == 0, service.pointee != UInt8(ascii: "-"), key.pointee != UInt8(ascii: "-") {
             runFastGet(service: String(cString: service), key: String(cString: key))
+        }
+        if CommandLine.argc == 6, let verb = argv[1], let option = argv[2], let value = argv[3],
+           let service = argv[4], let key = argv[5], strcmp(verb, "get") == 0,
+           strcmp(option, "--group") == 0 || strcmp(option, "--from") == 0,
+           value.pointee != UInt8(ascii: "-"), service.pointee != UInt8(ascii: "-"), key.pointee != UInt8(ascii: "-") {
+            let text = String(cString: value)
+            let isGroup = strcmp(option, "--group") == 0
+            runFastGet(service: String(cString: service), key: String(cString: key),
+                       group: isGroup ? text : nil, owner: isGroup ? nil : text)
         }
         do {
             var command = try parseAsRoot()
@@ -56,12 +67,16 @@ struct KC: ParsableCommand {
 
 let kcVersion = "0.1.0"
 
-/// The unparsed `kc get SERVICE KEY`; exits with DESIGN §5's status.
-private func runFastGet(service: String, key: String) -> Never {
+/// The unparsed `kc get [--group G | --from U] SERVICE KEY`; exits with DESIGN §5's status.
+private func runFastGet(service: String, key: String, group: String? = nil, owner: String? = nil) -> Never {
     do {
         try validateArgument(service, as: .service)
         try validateArgument(key, as: .item)
-        try printValue(keychain: reporting { () throws(KeychainError) in try Keychain(service: service) }, key: key)
+        let keychain = try reporting { () throws(KeychainError) in
+            try Keychain(service: service, accessGroup: group, owner: owner)
+        }
+        let options = (group.map { "--group \($0) " } ?? "") + (owner.map { "--from \($0) " } ?? "")
+        try printValue(keychain: keychain, key: key, options: options)
         Glibc.exit(0)
     } catch let code as ExitCode {
         Glibc.exit(code.rawValue)

@@ -12,6 +12,11 @@ struct SharedServiceOptions: ParsableArguments {
         "Use the service this user shares with you (a user name or uid).", valueName: "user"))
     var owner: String?
 
+    /// The options as typed, for hints: `--group G ` and/or `--from U `.
+    var commandLine: String {
+        (group.map { "--group \($0) " } ?? "") + (owner.map { "--from \($0) " } ?? "")
+    }
+
     /// The keychain these options name for `service`.
     func keychain(
         _ service: String, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil, groupWritable: Bool = false

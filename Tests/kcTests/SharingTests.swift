@@ -66,6 +66,8 @@ final class SharingTests: XCTestCase {
         let asMember = try member.run("""
             "$KC" get --group \(group) \(service) token; echo " cli-group=$?"
             "$KC" get --from \(owner.name) \(service) token; echo " cli-from=$?"
+            "$KC" get --group=\(group) \(service) token; echo " parsed-group=$?"
+            "$KC" get --from \(owner.name) \(service) missing; echo "missing=$?"
             "$PROBE" get \(service) token --group \(group)
             "$PROBE" get \(service) token --from \(owner.name)
             keyctl print \(serial); echo " keyctl=$?"
@@ -75,6 +77,8 @@ final class SharingTests: XCTestCase {
         XCTAssertEqual(asMember.output, """
             s3cret cli-group=0
             s3cret cli-from=0
+            s3cret parsed-group=0
+            missing=1
             s3cret
             s3cret
             s3cret
@@ -83,6 +87,8 @@ final class SharingTests: XCTestCase {
             exec=s3cret
 
             """, "\(asMember)")
+
+        XCTAssertTrue(asMember.standardError.contains("kc: no item 'missing' in service '\(service)'; list the items with 'kc ls --from \(owner.name) \(service)'"), asMember.standardError)
 
         let asOutsider = try outsider.run("""
             "$KC" get --from \(owner.name) \(service) token; echo "cli-from=$?"

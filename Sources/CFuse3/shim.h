@@ -35,6 +35,12 @@ static inline void CFuse3_file_info_set_direct_io(struct fuse_file_info *info) {
     info->keep_cache = 0;
 }
 
+// A bitfield too: close(2) of this open file sends no FLUSH request (kernel 5.16+;
+// older kernels ignore it and flush as before).
+static inline void CFuse3_file_info_set_noflush(struct fuse_file_info *info) {
+    info->noflush = 1;
+}
+
 // prctl is variadic, which Swift cannot call. The daemon makes itself undumpable:
 // no core file, and no ptrace by other processes of the same uid.
 static inline int CFuse3_disable_dumping(void) {

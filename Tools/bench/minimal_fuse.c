@@ -68,7 +68,8 @@ int main(int argc, char **argv) {
     ops.getattr = on_getattr;
     ops.open = on_open;
     ops.read = on_read;
-    char *args_v[] = { argv[0], "-o", "fsname=minimal,default_permissions", NULL };
+    /* kc mounts with default_permissions only under --allow-other; so does the floor. */
+    char *args_v[] = { argv[0], "-o", "fsname=minimal", NULL };
     struct fuse_args args = FUSE_ARGS_INIT(3, args_v);
     struct fuse_session *se = fuse_session_new(&args, &ops, sizeof ops, NULL);
     if (!se || fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, argv[1]) != 0) return 2;

@@ -26,9 +26,12 @@ public enum KeychainMount {
         clock_gettime(CLOCK_REALTIME, &now)
         MountClock.mounted = now
 
-        var options = "fsname=kc,subtype=kc,default_permissions"
+        // Without allow_other the kernel lets only the mounting uid reach the daemon, so
+        // checking mode bits as well (default_permissions) only costs a GETATTR of every
+        // path component on every open. With allow_other the kernel must check them.
+        var options = "fsname=kc,subtype=kc"
         if filesystem.configuration.readOnly { options += ",ro" }
-        if allowOther { options += ",allow_other" }
+        if allowOther { options += ",allow_other,default_permissions" }
         let argumentStrings: [UnsafeMutablePointer<CChar>?] = ["kc", "-o", options].map { (text: String) in strdup(text) }
         defer { argumentStrings.forEach { free($0) } }
         var argumentVector = argumentStrings

@@ -50,10 +50,11 @@ private func send(_ reply: Reply, to request: fuse_req_t, fileInfo: UnsafeMutabl
     case .attributes(let number, let attributes):
         var status = statBuffer(number, attributes)
         fuse_reply_attr(request, &status, 0)
-    case .open(let handle, let directIO):
+    case .open(let handle, let directIO, let noFlush):
         guard let fileInfo else { fuse_reply_err(request, EIO); return }
         fileInfo.pointee.fh = handle
         if directIO { CFuse3_file_info_set_direct_io(fileInfo) }
+        if noFlush { CFuse3_file_info_set_noflush(fileInfo) }
         fuse_reply_open(request, fileInfo)
     case .create(let number, let attributes, let handle):
         guard let fileInfo else { fuse_reply_err(request, EIO); return }

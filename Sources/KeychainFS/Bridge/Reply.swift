@@ -7,7 +7,8 @@ enum Reply {
     case success
     case entry(number: UInt64, attributes: NodeAttributes)
     case attributes(number: UInt64, attributes: NodeAttributes)
-    case open(handle: UInt64, directIO: Bool)
+    /// `noFlush`: close(2) sends no FLUSH (a read-only file has nothing to store).
+    case open(handle: UInt64, directIO: Bool, noFlush: Bool)
     case create(number: UInt64, attributes: NodeAttributes, handle: UInt64)
     case bytes([UInt8])
     case attributeSize(Int)

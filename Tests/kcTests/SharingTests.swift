@@ -27,8 +27,11 @@ final class SharingTests: XCTestCase {
         // The owner's services live in its user keyring, which outlives every process.
         for service in services {
             _ = try? owner.run("""
-                for prefix in kc: kc.local:; do
-                    r=$(keyctl search @u keyring "${prefix}\(service)" 2>/dev/null) && keyctl clear "$r" && keyctl unlink "$r" @u
+                p=$(keyctl get_persistent @s 2>/dev/null)
+                for anchor in $(keyctl id @u) $p; do
+                    for prefix in kc: kc.local:; do
+                        r=$(keyctl search "$anchor" keyring "${prefix}\(service)" 2>/dev/null) && keyctl clear "$r" && keyctl unlink "$r" "$anchor"
+                    done
                 done >/dev/null 2>&1; true
                 """)
         }
@@ -202,8 +205,6 @@ final class SharingTests: XCTestCase {
             "$KC" ls --shared | grep -e '\(shared)$' -e '\(privateService)$'
             """)
         XCTAssertEqual(asMember.output, "two\nthree\nprivate=2\nkeyctl=1\n\(owner.name)/\(shared)\n", "\(asMember)")
-        // Clean up the persistent-keyring ring too.
-        _ = try owner.run("r=$(keyctl search $(keyctl get_persistent @s) keyring kc:\(shared)) && keyctl clear $r")
     }
 
     func testMountShowsSharedServicesReadOnly() throws {

@@ -23,14 +23,21 @@ extension Keychain {
     public func share(with group: String, writable: Bool = false) throws(KeychainError) {
         let group = try AccessGroup(named: group)
         try group.requireCaller()
-        let rings = try ownRings()
-        try Self.apply(Sharing(group: group, isGroupWritable: writable), to: rings.map(\.serial))
+        let sharing = Sharing(group: group, isGroupWritable: writable)
+        let rings = try ownRings().map(\.serial)
+        try Self.apply(sharing, to: rings)
+        // A keyring a concurrent write made at a new level meanwhile.
+        try Self.apply(sharing, to: try ownRings().map(\.serial).filter { !rings.contains($0) })
     }
 
     /// Stops sharing the service: the group loses every right on its keyrings and items
     /// at once. Keyrings first, so no member can find an item while the rest follow.
     public func unshare() throws(KeychainError) {
         try Self.apply(nil, to: try ownRings().map(\.serial))
+        // Again, listing the keyrings afresh: a concurrent write may have made one at a
+        // new level and let it join the sharing before this unshare reached the others.
+        guard let service else { return }
+        try Self.apply(nil, to: try existingRings(of: service).map(\.serial))
     }
 
     /// How the caller's service is shared, or nil if it is private.
@@ -126,10 +133,24 @@ extension Keychain {
     /// The sharing an owner's write gives the new item. A keychain with an access group
     /// shares a private service first; a ring just made at a new level joins the
     /// sharing of the service's other rings.
+    ///
+    /// Each ring is described once: deciding from one read and acting on another would
+    /// let a write re-share a keyring that an `unshare` stripped in between. A ring that
+    /// joins is checked against its source afterwards and made private again if the
+    /// source was unshared meanwhile (`unshare` strips every keyring twice before the
+    /// items, so one of the two sees the join).
     internal func sharingForWrite(rings: [KeySerial]) throws(KeychainError) -> Sharing? {
-        let current = try Self.currentSharing(of: rings)
+        var states: [(ring: KeySerial, sharing: Sharing?)] = []
+        for ring in rings {
+            do {
+                states.append((ring, Sharing(try ring.describe())))
+            } catch {
+                if !error.meansKeyIsGone { throw KeychainError(error) }
+            }
+        }
+        let source = states.first { $0.sharing != nil }
         if let group = accessGroup {
-            if let current {
+            if let current = source?.sharing {
                 guard current.group.gid == group.gid else {
                     throw .sharedWithAnotherGroup(service: service ?? "", current: current.group, requested: group)
                 }
@@ -139,9 +160,17 @@ extension Keychain {
                 return sharing
             }
         }
-        guard let current else { return nil }
-        for ring in rings where (try? Sharing(ring.describe())) == nil {
-            do { try Sharing.apply(current, to: ring) } catch { throw KeychainError(error) }
+        guard let source, let current = source.sharing else { return nil }
+        for (ring, sharing) in states where sharing == nil {
+            do throws(KeyctlError) {
+                try Sharing.apply(current, to: ring)
+                if Sharing(try source.ring.describe()) == nil {
+                    try Sharing.apply(nil, to: ring)
+                    return nil
+                }
+            } catch {
+                if !error.meansKeyIsGone { throw KeychainError(error) }
+            }
         }
         return current
     }
@@ -166,22 +195,49 @@ extension Keychain {
         return rings
     }
 
-    /// Shares (items, then keyring) or unshares (keyring, then items) each ring.
+    /// Shares each ring (items, keyring, then the items again, for any a concurrent
+    /// write added in between) or unshares them (every keyring, every keyring again for
+    /// any a concurrent write made join, then the items). With the re-checks in
+    /// ``set(_:forKey:)`` and the second pass of ``share(with:writable:)`` and
+    /// ``unshare()`` over freshly listed keyrings, every item ends up shared exactly as
+    /// its keyring (`SharingLibraryTests` races writers at two levels against both).
     private static func apply(_ sharing: Sharing?, to rings: [KeySerial]) throws(KeychainError) {
-        for ring in rings {
-            do throws(KeyctlError) {
-                if sharing == nil { try Sharing.apply(nil, to: ring) }
-                for item in try ring.linkedKeys() {
-                    do {
-                        guard try item.describe().type == "user" else { continue }
-                        try Sharing.apply(sharing, to: item)
-                    } catch {
-                        if !error.meansKeyIsGone { throw error }
+        do throws(KeyctlError) {
+            if let sharing {
+                for ring in rings {
+                    try ignoringGone { () throws(KeyctlError) in
+                        try applyToItems(sharing, in: ring)
+                        try Sharing.apply(sharing, to: ring)
+                        try applyToItems(sharing, in: ring)
                     }
                 }
-                if sharing != nil { try Sharing.apply(sharing, to: ring) }
+            } else {
+                for _ in 0..<2 {
+                    for ring in rings { try ignoringGone { () throws(KeyctlError) in try Sharing.apply(nil, to: ring) } }
+                }
+                for ring in rings { try ignoringGone { () throws(KeyctlError) in try applyToItems(nil, in: ring) } }
+            }
+        } catch {
+            throw KeychainError(error)
+        }
+    }
+
+    /// Runs `body`, treating a key that vanished meanwhile as done.
+    private static func ignoringGone(_ body: () throws(KeyctlError) -> Void) throws(KeyctlError) {
+        do {
+            try body()
+        } catch {
+            if !error.meansKeyIsGone { throw error }
+        }
+    }
+
+    private static func applyToItems(_ sharing: Sharing?, in ring: KeySerial) throws(KeyctlError) {
+        for item in try ring.linkedKeys() {
+            do {
+                guard try item.describe().type == "user" else { continue }
+                try Sharing.apply(sharing, to: item)
             } catch {
-                if !error.meansKeyIsGone { throw KeychainError(error) }
+                if !error.meansKeyIsGone { throw error }
             }
         }
     }

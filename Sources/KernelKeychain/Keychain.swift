@@ -393,6 +393,13 @@ public struct Keychain: Sendable, Hashable {
             let item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home)
             do throws(KeyctlError) {
                 if let sharing { try Sharing.apply(sharing, to: item) } else { try item.setPermissions(.ownerOnly) }
+                // A share or unshare of the service may have run since its sharing was
+                // read: the item follows its keyring as it is now. (Unshare changes the
+                // keyring before the items, and share goes over the items again after
+                // the keyring, so whichever way they interleave every item ends up as
+                // its keyring.)
+                let now = Sharing(try home.describe())
+                if now != sharing { try Sharing.apply(now, to: item) }
                 try item.setTimeout(seconds: seconds)
             } catch {
                 // Another process removed the item between add_key and here: this set

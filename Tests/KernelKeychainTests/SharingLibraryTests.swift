@@ -1,4 +1,5 @@
 @testable import KernelKeychain
+import Foundation
 import Keyrings
 import KCTestSupport
 import XCTest
@@ -34,6 +35,43 @@ final class SharingLibraryTests: KeyringTestCase {
         XCTAssertNil(try keychain.sharing())
         XCTAssertEqual(try keychain.items().map { try $0.serial.describe().permissions }, [.ownerOnly, .ownerOnly, .ownerOnly])
         XCTAssertEqual(try keychain.string(forKey: "first"), "one", "unsharing keeps the values")
+    }
+
+    /// Threads writing items while the service is shared and unshared over and over:
+    /// afterwards every item carries exactly its keyring's sharing (none may stay
+    /// readable by the group after the last unshare, none private after the last share).
+    func testItemsFollowTheirServiceWhenSharingRacesWithWrites() throws {
+        for finalShared in [false, true] {
+            let keychain = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock)
+            try keychain.set("seed", forKey: "seed")
+            let stop = StopFlag()
+            let writers = DispatchGroup()
+            for writer in 0..<4 {
+                DispatchQueue.global().async(group: writers) {
+                    var round = 0
+                    while !stop.isSet {
+                        // Two levels, so a keyring can be made (and join) mid-race.
+                        let level: Accessibility = round % 3 == 0 ? .always : .afterFirstUnlock
+                        try? keychain.accessibility(level).set("x", forKey: "w\(writer)-\(round % 40)")
+                        round += 1
+                    }
+                }
+            }
+            for _ in 0..<300 {
+                try keychain.share(with: ownGroup.name)
+                try keychain.unshare()
+            }
+            if finalShared { try keychain.share(with: ownGroup.name) }
+            stop.set()
+            writers.wait()
+
+            let expected: UInt32 = finalShared ? 0x3f3f_0b00 : 0x3f3f_0000
+            let wrong = try keychain.items().filter { try $0.serial.describe().permissions.rawValue != expected }
+            XCTAssertEqual(wrong.map(\.name), [], "items not as their keyring after the final \(finalShared ? "share" : "unshare")")
+            for ring in try keychain.existingRings(of: try XCTUnwrap(keychain.service)) {
+                XCTAssertEqual(try ring.serial.describe().permissions.rawValue, expected, "the \(ring.accessibility.name) keyring")
+            }
+        }
     }
 
     func testAnAccessGroupKeychainSharesOnWriteAndReadsItsOwnService() throws {
@@ -113,4 +151,12 @@ final class SharingLibraryTests: KeyringTestCase {
         XCTAssertEqual(found.map(\.serial.rawValue), [0x319b25dc, 0x319b25dd])
         XCTAssertEqual(found.map(\.owner), [999, 999])
     }
+}
+
+/// A flag the test's writer threads poll.
+private final class StopFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    var isSet: Bool { lock.withLock { value } }
+    func set() { lock.withLock { value = true } }
 }

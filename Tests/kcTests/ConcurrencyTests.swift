@@ -28,4 +28,5 @@ final class ConcurrencyTests: KeyringTestCase {
             }
         }
     }
+
 }

@@ -8,14 +8,35 @@ public enum NameKind: String, Sendable {
     case item
 }
 
+/// Why a name breaks the rules; its description completes "the name ...".
+public enum NameProblem: Hashable, Sendable, CustomStringConvertible {
+    case empty
+    /// Longer than 255 bytes (the file system's and the key description's limit).
+    case tooLong(bytes: Int)
+    /// `.` or `..`, which a directory listing reserves.
+    case reserved(String)
+    case containsSlash
+    case containsNUL
+
+    public var description: String {
+        switch self {
+        case .empty: "is empty"
+        case .tooLong(let bytes): "is \(bytes) bytes long; the limit is 255"
+        case .reserved(let name): "cannot be '\(name)'"
+        case .containsSlash: "contains '/'"
+        case .containsNUL: "contains a NUL byte"
+        }
+    }
+}
+
 public func validateName(_ name: String, as kind: NameKind) throws(KeychainError) {
     let byteCount = name.utf8.count
-    let problem: String? =
-        if byteCount == 0 { "is empty" }
-        else if byteCount > 255 { "is \(byteCount) bytes long; the limit is 255" }
-        else if name == "." || name == ".." { "cannot be '\(name)'" }
-        else if name.utf8.contains(UInt8(ascii: "/")) { "contains '/'" }
-        else if name.utf8.contains(0) { "contains a NUL byte" }
+    let problem: NameProblem? =
+        if byteCount == 0 { .empty }
+        else if byteCount > 255 { .tooLong(bytes: byteCount) }
+        else if name == "." || name == ".." { .reserved(name) }
+        else if name.utf8.contains(UInt8(ascii: "/")) { .containsSlash }
+        else if name.utf8.contains(0) { .containsNUL }
         else { nil }
     if let problem {
         throw KeychainError.invalidName(kind: kind, problem: problem)

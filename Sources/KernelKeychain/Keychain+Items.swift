@@ -1,49 +1,110 @@
 import Keyrings
 
-// Item- and service-level operations the filesystem view needs (stat, xattrs, mkdir).
+// Item- and service-level operations beyond get and set: what the filesystem view needs
+// (stat, xattrs, saves, renames, mkdir) and what `kc` offers for lifetimes and levels.
 
 extension Keychain {
     /// The size in bytes of the item's value, or nil if there is no such item. As cheap
     /// as a read: two searches and a `keyctl_read` that copies nothing.
     public func size(ofItem key: String) throws(KeychainError) -> Int? {
         try validateName(key, as: .item)
-        guard let located = try locate(key) else { return nil }
+        guard let located = try locate(key, in: resolve(forWriting: false)) else { return nil }
         do {
-            return try located.item.payloadSize()
+            return try unlessGone { () throws(KeyctlError) in try located.item.payloadSize() }
         } catch {
-            if error.meansKeyIsGone { return nil }
             throw KeychainError(error)
         }
     }
 
-    /// What the kernel knows of one item (level, serial, size, time left), or nil.
+    /// What the kernel knows of one item (level, serial, size, deadline), or nil.
     public func item(_ key: String) throws(KeychainError) -> KeychainItem? {
-        guard let service else { throw .serviceRequired }
         try validateName(key, as: .item)
         for ring in try listedRings() {
-            do {
-                guard let serial = try ring.serial.search(type: "user", description: key) else { continue }
-                let size = try serial.payloadSize()
+            do throws(KeyctlError) {
+                guard let serial = try ring.serial.search(type: "user", description: key),
+                      let size = try unlessGone({ () throws(KeyctlError) in try serial.payloadSize() })
+                else { continue }
                 let owner = (try? serial.describe().uid) ?? ring.owner
-                return KeychainItem(service: service, name: key, accessibility: ring.accessibility,
-                                    serial: serial, size: size, secondsLeft: ProcKeys.expiries()[serial],
+                return KeychainItem(service: ring.service, name: key, accessibility: ring.accessibility,
+                                    serial: serial, size: size, deadline: DeadlineRecords.deadline(of: serial),
                                     owner: owner, sharing: ring.sharing)
             } catch {
-                if error.meansKeyIsGone { continue }
                 throw KeychainError(error)
             }
         }
         return nil
     }
 
-    /// Moves the item to another accessibility, keeping its value; any timeout is
-    /// replaced by this keychain's. Returns false if there is no such item.
+    /// When the item expires (exactly, if kc set its timeout), or nil for no expiry or
+    /// no such item.
+    public func deadline(forKey key: String) throws(KeychainError) -> Deadline? {
+        try validateName(key, as: .item)
+        guard let located = try locate(key, in: resolve(forWriting: false)) else { return nil }
+        return DeadlineRecords.deadline(of: located.item)
+    }
+
+    /// Replaces the value of an existing item in place, keeping everything else about
+    /// it exactly: its level, device-only flag, deadline, owner and sharing. Returns
+    /// false, storing nothing, if there is no such item. This is a save of a file, where
+    /// ``set(_:forKey:)-(Bytes,_)`` is a store at this keychain's level and timeout.
+    ///
+    /// The kernel call is `keyctl_update` on the item's key (which keeps its expiry);
+    /// it needs write permission, which kc's items grant their owner.
+    @discardableResult
+    public func replace<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: String) throws(KeychainError) -> Bool {
+        try validateName(key, as: .item)
+        var copy = Array(value)
+        defer { copy.overwriteWithZeros() }
+        guard !copy.isEmpty else { throw .emptyValue }
+        guard copy.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: copy.count) }
+        let scope = try resolve(forWriting: true)
+        if case .anyService = scope { throw .serviceRequired }
+        guard let located = try locate(key, in: scope) else { return false }
+        if case .shared(let shared) = scope, !shared.sharing.isGroupWritable { throw .sharedReadOnly(shared) }
+        let updated = copy.withUnsafeBytes { bytes in
+            Result { () throws(KeyctlError) in
+                try unlessGone { () throws(KeyctlError) in try located.item.update(payload: bytes) }
+            }
+        }
+        switch updated {
+        case .success(let done): return done != nil
+        case .failure(let error): throw KeychainError(error)
+        }
+    }
+
+    /// Moves the item to another accessibility: the same kernel key changes keyring
+    /// (`keyctl_move`), so its value, deadline and serial stay. Returns false if there is
+    /// no such item.
     @discardableResult
     public func move(_ key: String, to accessibility: Accessibility) throws(KeychainError) -> Bool {
-        if let shared = try sharedService(forWriting: true) { throw .ownerOnly(shared, action: "change an item's level") }
-        guard var value = try data(forKey: key) else { return false }
-        defer { value.overwriteWithZeros() }
-        try self.accessibility(accessibility).set(value, forKey: key)
+        try validateName(key, as: .item)
+        let service: String
+        switch try resolve(forWriting: true) {
+        case .anyService: throw .serviceRequired
+        case .shared(let shared): throw .ownerOnly(shared, action: "change an item's level")
+        case .own(let own): service = own
+        }
+        let target = self.accessibility(accessibility)
+        let home = try ServiceKeyring.findOrCreate(service: service, marker: accessibility.marker, anchor: accessibility.anchor)
+        var rings = try ServiceKeyring.rings(of: service, startingWith: accessibility)
+        if !rings.contains(home) { rings.insert(home, at: 0) }
+        let sharing = try target.sharingForWrite(rings: rings.map(\.serial))
+        for _ in 0..<8 {
+            let found = try copies(of: key, in: rings)
+            guard let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return false }
+            if keep.ring == home { break }
+            do throws(KeyctlError) {
+                // Not exclusive: a key of the same name at home is displaced, which is
+                // the one-item rule (the moved key is the item).
+                try keep.item.move(from: keep.ring.serial, to: home.serial, exclusive: false)
+                if let sharing { try Sharing.apply(sharing, to: keep.item) }
+                break
+            } catch {
+                if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { continue }  // raced: look again
+                throw KeychainError(error)
+            }
+        }
+        try keepOneCopy(of: key, in: rings)
         return true
     }
 
@@ -55,15 +116,108 @@ extension Keychain {
     public func setTimeout(_ timeout: Duration?, forKey key: String) throws(KeychainError) -> Bool {
         let seconds = try timeout.map { (timeout) throws(KeychainError) in try timeoutSeconds(timeout) } ?? 0
         try validateName(key, as: .item)
-        if let shared = try sharedService(forWriting: true) { throw .ownerOnly(shared, action: "set an item's lifetime") }
-        guard let located = try locate(key) else { return false }
+        let scope = try resolve(forWriting: true)
+        if case .shared(let shared) = scope { throw .ownerOnly(shared, action: "set an item's lifetime") }
+        guard let located = try locate(key, in: scope) else { return false }
         do {
-            try located.item.setTimeout(seconds: seconds)
-            return true
+            return try unlessGone { () throws(KeyctlError) in try DeadlineRecords.setTimeout(seconds, of: located.item) } != nil
         } catch {
-            if error.meansKeyIsGone { return false }
             throw KeychainError(error)
         }
+    }
+
+    /// Renames an item, within this service or into `target`'s (another of the caller's
+    /// own services). Returns false if there is no such item.
+    ///
+    /// - An existing item at the new name keeps its level, device-only flag and deadline
+    ///   and takes the value (an editor's save-by-rename); with `replacing` false it is
+    ///   left alone and this throws ``KeychainError/alreadyExists(service:name:)``.
+    /// - Otherwise the item keeps its own: under the same name the same key moves to the
+    ///   other service's keyring at its level (`keyctl_move`); under a new name a new key
+    ///   is made at its level with its exact deadline (see ``Deadline``).
+    @discardableResult
+    public func rename(_ key: String, to newKey: String, in target: Keychain? = nil, replacing: Bool = true) throws(KeychainError) -> Bool {
+        let target = target ?? self
+        try validateName(key, as: .item)
+        try validateName(newKey, as: .item)
+        guard let fromService = service, let toService = target.service else { throw .serviceRequired }
+        if case .shared(let shared) = try resolve(forWriting: true) { throw .ownerOnly(shared, action: "rename items") }
+        if case .shared(let shared) = try target.resolve(forWriting: true) { throw .ownerOnly(shared, action: "add items") }
+        guard let moving = try item(key), let level = moving.accessibility else { return false }
+        if fromService == toService && key == newKey { return true }
+        var value: [UInt8] = []
+        defer { value.overwriteWithZeros() }
+
+        if try target.item(newKey) != nil {
+            guard replacing else { throw .alreadyExists(service: toService, name: newKey) }
+            guard let bytes = try data(forKey: key) else { return false }
+            value = bytes
+            if try !target.replace(value, forKey: newKey) {
+                try target.accessibility(level).store(value, forKey: newKey, until: moving.deadline)
+            }
+        } else if key == newKey {
+            let home = try ServiceKeyring.findOrCreate(service: toService, marker: level.marker, anchor: level.anchor)
+            let from = try ServiceKeyring.rings(of: fromService, startingWith: level).first { $0.accessibility == level }
+            guard let from else { return false }
+            do {
+                try moving.serial.move(from: from.serial, to: home.serial, exclusive: true)
+            } catch {
+                if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { return false }
+                if error.errno == .fileExists { throw .alreadyExists(service: toService, name: newKey) }
+                throw KeychainError(error)
+            }
+            return true
+        } else {
+            guard let bytes = try data(forKey: key) else { return false }
+            value = bytes
+            try target.accessibility(level).store(value, forKey: newKey, until: moving.deadline)
+        }
+        _ = try unlinkIgnoringGone(moving.serial, from: ringHolding(moving))
+        return true
+    }
+
+    /// Renames the whole service: each of its keyrings gets a new one at the same level
+    /// under the new name and every key moves over (`keyctl_move`), so every item keeps
+    /// its serial, level, device-only flag and deadline. Fails with
+    /// ``KeychainError/alreadyExists(service:name:)`` if the new name has items.
+    public func renameService(to newService: String) throws(KeychainError) {
+        try validateName(newService, as: .service)
+        let service: String
+        switch try resolve(forWriting: true) {
+        case .anyService: throw .serviceRequired
+        case .shared(let shared): throw .ownerOnly(shared, action: "rename the service")
+        case .own(let own): service = own
+        }
+        if service == newService { return }
+        let target = try Keychain(service: newService)
+        guard try target.allKeys().isEmpty else { throw .alreadyExists(service: newService, name: nil) }
+        let rings = try ServiceKeyring.rings(of: service, startingWith: accessibility)
+        guard !rings.isEmpty else { throw .noSuchService(service) }
+        for ring in rings {
+            let destination = try ServiceKeyring.findOrCreate(service: newService, marker: ring.marker, anchor: ring.anchor)
+            do throws(KeyctlError) {
+                if let sharing = Sharing(try ring.serial.describe()) { try Sharing.apply(sharing, to: destination.serial) }
+                for key in try unlessGone({ () throws(KeyctlError) in try ring.serial.linkedKeys() }) ?? [] {
+                    do {
+                        try key.move(from: ring.serial, to: destination.serial, exclusive: true)
+                    } catch {
+                        if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { continue }
+                        throw error
+                    }
+                }
+            } catch {
+                throw KeychainError(error)
+            }
+            _ = try unlinkIgnoringGone(ring.serial, from: ring.anchor.serial())
+        }
+    }
+
+    /// The keyring an item of the caller's own was found in.
+    private func ringHolding(_ item: KeychainItem) throws(KeychainError) -> KeySerial {
+        guard let service, let level = item.accessibility,
+              let ring = try ServiceKeyring.rings(of: service, startingWith: level).first(where: { $0.accessibility == level })
+        else { throw .noSuchService(service ?? "") }
+        return ring.serial
     }
 
     /// Creates the service's keyring at this keychain's accessibility, if the service
@@ -77,12 +231,6 @@ extension Keychain {
     /// Stops at the first keyring found, so the common case is one `keyctl_search`.
     public func serviceExists() throws(KeychainError) -> Bool {
         guard let service else { return true }
-        for anchor in Anchor.probeOrder(startingWith: accessibility.anchor) {
-            let anchorSerial = try anchor.serial()
-            for marker in ServiceMarker.allCases {
-                if try ServiceKeyring.find(service: service, marker: marker, under: anchorSerial) != nil { return true }
-            }
-        }
-        return false
+        return try !ServiceKeyring.rings(of: service, startingWith: accessibility, stopAtFirst: true).isEmpty
     }
 }

@@ -37,7 +37,7 @@ extension Keychain {
         // Again, listing the keyrings afresh: a concurrent write may have made one at a
         // new level and let it join the sharing before this unshare reached the others.
         guard let service else { return }
-        try Self.apply(nil, to: try existingRings(of: service).map(\.serial))
+        try Self.apply(nil, to: try ServiceKeyring.rings(of: service).map(\.serial))
     }
 
     /// How the caller's service is shared, or nil if it is private.
@@ -190,7 +190,7 @@ extension Keychain {
     /// Every keyring of the caller's own service; throws if there is none.
     private func ownRings() throws(KeychainError) -> [ServiceKeyring] {
         guard let service else { throw .serviceRequired }
-        let rings = try existingRings(of: service)
+        let rings = try ServiceKeyring.rings(of: service)
         guard !rings.isEmpty else { throw .noSuchService(service) }
         return rings
     }

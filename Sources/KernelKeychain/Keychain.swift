@@ -127,11 +127,10 @@ public struct Keychain: Sendable, Hashable {
     /// kc grant to their owner's uid.
     public func withBytes<R>(forKey key: String, _ body: (UnsafeRawBufferPointer) -> R) throws(KeychainError) -> R? {
         try validateName(key, as: .item)
-        guard let located = try locate(key) else { return nil }
+        guard let located = try locate(key, in: resolve(forWriting: false)) else { return nil }
         do {
-            return try located.item.withPayload(body)
+            return try unlessGone { () throws(KeyctlError) in try located.item.withPayload(body) }  // removed or expired since the search
         } catch {
-            if error.meansKeyIsGone { return nil }  // removed or expired since the search
             throw KeychainError(error)
         }
     }
@@ -156,7 +155,7 @@ public struct Keychain: Sendable, Hashable {
     /// Whether the item exists (at any accessibility).
     public func contains(_ key: String) throws(KeychainError) -> Bool {
         try validateName(key, as: .item)
-        return try locate(key) != nil
+        return try locate(key, in: resolve(forWriting: false)) != nil
     }
 
     /// Compares `candidate` with the stored value in time that depends only on their
@@ -191,6 +190,14 @@ public struct Keychain: Sendable, Hashable {
         }.get()
     }
 
+    /// Stores `value` at this keychain's accessibility, expiring at `deadline` (or with
+    /// nil, as ``timeout``): a copy of an item keeps the original's deadline exactly.
+    public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: String, until deadline: Deadline?) throws(KeychainError) {
+        var copy = Array(value)
+        defer { copy.overwriteWithZeros() }
+        try store(copy, forKey: key, until: deadline)
+    }
+
     /// Stores text as its UTF-8 bytes. See ``set(_:forKey:)-(Bytes,_)``.
     public func set(_ value: String, forKey key: String) throws(KeychainError) {
         var text = value
@@ -204,38 +211,38 @@ public struct Keychain: Sendable, Hashable {
     /// The kernel call is `keyctl_unlink` from its service keyring.
     @discardableResult
     public func remove(_ key: String) throws(KeychainError) -> Bool {
-        guard let service else { throw .serviceRequired }
         try validateName(key, as: .item)
-        if let shared = try sharedService(forWriting: true) { return try remove(key, from: shared) }
-        var removed = false
-        for ring in try existingRings(of: service) {
-            do {
-                if let item = try ring.serial.search(type: "user", description: key) {
-                    try item.unlink(from: ring.serial)
-                    removed = true
-                }
-            } catch {
-                if !error.meansKeyIsGone && error.errno != .noSuchFileOrDirectory { throw KeychainError(error) }
+        switch try resolve(forWriting: true) {
+        case .anyService:
+            throw .serviceRequired
+        case .shared(let shared):
+            return try remove(key, from: shared)
+        case .own(let service):
+            var removed = false
+            for copy in try copies(of: key, in: ServiceKeyring.rings(of: service, startingWith: accessibility)) {
+                if try unlinkIgnoringGone(copy.item, from: copy.ring.serial) { removed = true }
             }
+            return removed
         }
-        return removed
     }
 
     /// Removes every item of the service and the service itself, at every accessibility.
     ///
     /// The kernel calls are `keyctl_clear` and `keyctl_unlink` of the service keyrings.
     public func removeAll() throws(KeychainError) {
-        guard let service else { throw .serviceRequired }
-        if let shared = try sharedService(forWriting: true) { throw .ownerOnly(shared, action: "remove the whole service") }
-        for anchor in Anchor.allCases {
-            let anchorSerial = try anchor.serial()
-            for (name, ring) in try ServiceKeyring.all(in: anchor) where name == service {
-                do {
-                    try ring.serial.clear()
-                    try ring.serial.unlink(from: anchorSerial)
+        switch try resolve(forWriting: true) {
+        case .anyService:
+            throw .serviceRequired
+        case .shared(let shared):
+            throw .ownerOnly(shared, action: "remove the whole service")
+        case .own(let service):
+            for ring in try ServiceKeyring.rings(of: service, startingWith: accessibility) {
+                do throws(KeyctlError) {
+                    _ = try unlessGone { () throws(KeyctlError) in try ring.serial.clear() }
                 } catch {
-                    if !error.meansKeyIsGone && error.errno != .noSuchFileOrDirectory { throw KeychainError(error) }
+                    throw KeychainError(error)
                 }
+                _ = try unlinkIgnoringGone(ring.serial, from: ring.anchor.serial())
             }
         }
     }
@@ -256,14 +263,15 @@ public struct Keychain: Sendable, Hashable {
     /// Expired items are skipped (and unlinked, so the kernel frees them sooner).
     public func items() throws(KeychainError) -> [KeychainItem] {
         var found: [KeychainItem] = []
-        var expiries: [KeySerial: UInt64]? = nil
+        var expiries: [KeySerial: ProcKeysEntry.Expiry]? = nil
         for ring in try listedRings() {
             for (serial, info) in try userKeys(in: ring) {
                 guard let size = try? serial.payloadSize() else { continue }
-                if expiries == nil { expiries = ProcKeys.expiries() }
+                if expiries == nil { expiries = DeadlineRecords.shownExpiries() }
+                let deadline = expiries?[serial].flatMap { DeadlineRecords.deadline(of: serial, shown: $0) }
                 found.append(KeychainItem(
                     service: ring.service, name: info.description, accessibility: ring.accessibility,
-                    serial: serial, size: size, secondsLeft: expiries?[serial],
+                    serial: serial, size: size, deadline: deadline,
                     owner: info.uid, sharing: ring.sharing))
             }
         }
@@ -273,32 +281,31 @@ public struct Keychain: Sendable, Hashable {
     /// The keyrings whose items this keychain lists: the service's (the caller's own, or
     /// the one shared with it), or with ``anyService`` every service's.
     internal func listedRings() throws(KeychainError) -> [ListedRing] {
-        guard let service else {
+        switch try resolve(forWriting: false) {
+        case .anyService:
             return try ServiceKeyring.everywhere().map { ListedRing(service: $0.name, ring: $0.ring) }
-        }
-        if let shared = try sharedService(forWriting: false) {
+        case .shared(let shared):
             return shared.rings.map {
-                ListedRing(service: service, serial: $0.serial, accessibility: nil, owner: shared.owner, sharing: shared.sharing)
+                ListedRing(service: shared.service, serial: $0.serial, accessibility: nil, owner: shared.owner, sharing: shared.sharing)
             }
+        case .own(let service):
+            return try ServiceKeyring.rings(of: service, startingWith: accessibility).map { ListedRing(service: service, ring: $0) }
         }
-        return try existingRings(of: service).map { ListedRing(service: service, ring: $0) }
     }
 
     /// The `user` keys linked in a ring, described. A key that expired is unlinked.
     private func userKeys(in ring: ListedRing) throws(KeychainError) -> [(KeySerial, KeyDescription)] {
-        let linked: [KeySerial]
-        do { linked = try ring.serial.linkedKeys() } catch {
-            if error.meansKeyIsGone { return [] }
-            throw KeychainError(error)
-        }
         var keys: [(KeySerial, KeyDescription)] = []
-        for serial in linked {
-            do {
-                let info = try serial.describe()
-                if info.type == "user" { keys.append((serial, info)) }
-            } catch {
-                if error.meansKeyIsGone { try? serial.unlink(from: ring.serial) }
+        do throws(KeyctlError) {
+            for serial in try unlessGone({ () throws(KeyctlError) in try ring.serial.linkedKeys() }) ?? [] {
+                if let info = try? serial.describe() {
+                    if info.type == "user" { keys.append((serial, info)) }
+                } else {
+                    try? serial.unlink(from: ring.serial)  // expired: let the kernel free it sooner
+                }
             }
+        } catch {
+            throw KeychainError(error)
         }
         return keys
     }
@@ -310,33 +317,46 @@ public struct Keychain: Sendable, Hashable {
 
     // MARK: Internals
 
-    /// Finds the item: the keychain's own accessibility first (one search for the
-    /// service keyring, one for the item), then the other levels.
-    internal func locate(_ key: String) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
-        guard let service else { return try locateInAnyService(key) }
-        if reachesShared, let shared = try sharedService(forWriting: false) { return try locate(key, in: shared) }
-        // The common case, kept free of collections: on this path in a short-lived
-        // process the runtime's first generic-type lookups cost more than the syscalls.
-        let home = try ServiceKeyring.find(service: service, marker: accessibility.marker, under: accessibility.anchor.serial())
-        if let home, let item = try search(ring: home, for: key) { return (home, item) }
+    /// Where this keychain's items live, decided once per call: every public method
+    /// resolves, then acts on what it got.
+    internal enum Scope {
+        /// The caller's own service (it may not exist yet).
+        case own(String)
+        /// Another user's service, shared with the caller through a group.
+        case shared(SharedService)
+        /// ``Keychain/anyService``: whichever of the caller's services holds the item.
+        case anyService
+    }
 
-        var searched: [KeySerial] = home.map { [$0] } ?? []
-        for anchor in Anchor.allCases {
-            let anchorSerial = try anchor.serial()
-            for marker in ServiceMarker.allCases where (anchor, marker) != (accessibility.anchor, accessibility.marker) {
-                guard let ring = try ServiceKeyring.find(service: service, marker: marker, under: anchorSerial),
-                      !searched.contains(ring)
-                else { continue }
-                searched.append(ring)
-                if let item = try search(ring: ring, for: key) { return (ring, item) }
+    internal func resolve(forWriting: Bool) throws(KeychainError) -> Scope {
+        guard let service else { return .anyService }
+        if reachesShared, let shared = try sharedService(forWriting: forWriting) { return .shared(shared) }
+        return .own(service)
+    }
+
+    /// Finds the item: in its own service, the keychain's own accessibility first (one
+    /// search for the service keyring, one for the item), then the other levels.
+    internal func locate(_ key: String, in scope: Scope) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
+        switch scope {
+        case .anyService:
+            return try locateInAnyService(key)
+        case .shared(let shared):
+            return try locate(key, in: shared)
+        case .own(let service):
+            // The common case, kept free of collections: on this path in a short-lived
+            // process the runtime's first generic-type lookups cost more than the syscalls.
+            let home = try ServiceKeyring.find(service: service, marker: accessibility.marker, under: accessibility.anchor.serial())
+            if let home, let item = try search(ring: home, for: key) { return (home, item) }
+            for ring in try ServiceKeyring.rings(of: service, startingWith: accessibility) where ring.serial != home {
+                if let item = try search(ring: ring.serial, for: key) { return (ring.serial, item) }
             }
+            return nil
         }
-        return nil
     }
 
     private func search(ring: KeySerial, for key: String) throws(KeychainError) -> KeySerial? {
         do {
-            return try ring.search(type: "user", description: key)
+            return try unlessGone { () throws(KeyctlError) in try ring.search(type: "user", description: key) } ?? nil
         } catch {
             throw KeychainError(error)
         }
@@ -344,53 +364,57 @@ public struct Keychain: Sendable, Hashable {
 
     private func locateInAnyService(_ key: String) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
         for (_, ring) in try ServiceKeyring.everywhere().sorted(by: { $0.name < $1.name }) {
-            do {
-                if let item = try ring.serial.search(type: "user", description: key) { return (ring.serial, item) }
-            } catch {
-                if !error.meansKeyIsGone { throw KeychainError(error) }
-            }
+            if let item = try search(ring: ring.serial, for: key) { return (ring.serial, item) }
         }
         return nil
     }
 
-    /// Every keyring of the service that exists, one per (anchor, marker). A search also
-    /// descends into keyrings nested in the anchor (the user keyring, or a persistent
-    /// keyring someone linked into the session), so a ring counts for an anchor only
-    /// if it is linked there directly; it is found again under its own anchor.
-    internal func existingRings(of service: String) throws(KeychainError) -> [ServiceKeyring] {
-        var rings: [ServiceKeyring] = []
-        for anchor in Anchor.allCases {
-            let anchorSerial = try anchor.serial()
-            var linked: [KeySerial]? = nil
-            for marker in ServiceMarker.allCases {
-                guard let ring = try ServiceKeyring.find(service: service, marker: marker, under: anchorSerial) else { continue }
-                if linked == nil {
-                    do { linked = try anchorSerial.linkedKeys() } catch { throw KeychainError(error) }
-                }
-                if linked?.contains(ring) == true {
-                    rings.append(ServiceKeyring(serial: ring, anchor: anchor, marker: marker))
-                }
-            }
+    /// Every key named `key` in the rings, with its ring. Normally one; two while
+    /// writers at two levels race (see ``store(_:forKey:until:)``).
+    internal func copies(of key: String, in rings: [ServiceKeyring]) throws(KeychainError) -> [(ring: ServiceKeyring, item: KeySerial)] {
+        var found: [(ring: ServiceKeyring, item: KeySerial)] = []
+        for ring in rings {
+            if let item = try search(ring: ring.serial, for: key) { found.append((ring, item)) }
         }
-        return rings
+        return found
     }
 
-    private func store(_ bytes: UnsafeRawBufferPointer, forKey key: String) throws(KeychainError) {
-        guard let service else { throw .serviceRequired }
+    /// Stores the value at this keychain's accessibility, with the deadline given, else
+    /// this keychain's timeout, else none.
+    ///
+    /// An item is one kernel key. If it exists at another level, that same key is moved
+    /// here (`keyctl_move`) and updated, so it is never absent in between. Writers at two
+    /// levels racing on a new item can each add a key; then every writer, after its own
+    /// write, keeps the copy with the lowest serial and unlinks the others. Every unlink
+    /// is justified by a lower serial that existed when it was decided, so the lowest
+    /// never goes: some item always survives, and exactly one is left when they are done.
+    internal func store(_ value: [UInt8], forKey key: String, until deadline: Deadline?) throws(KeychainError) {
+        try value.withUnsafeBytes { bytes in
+            Result { () throws(KeychainError) in try store(bytes, forKey: key, until: deadline) }
+        }.get()
+    }
+
+    internal func store(_ bytes: UnsafeRawBufferPointer, forKey key: String, until deadline: Deadline? = nil) throws(KeychainError) {
         try validateName(key, as: .item)
         guard !bytes.isEmpty else { throw .emptyValue }
         guard bytes.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: bytes.count) }
-        let seconds = try timeout.map { (timeout) throws(KeychainError) in try timeoutSeconds(timeout) } ?? 0
+        var seconds = try timeout.map { (timeout) throws(KeychainError) in try timeoutSeconds(timeout) } ?? 0
+        if let deadline { seconds = UInt32(clamping: max(deadline.secondsLeft, 1)) }
 
-        if let shared = try sharedService(forWriting: true) {
-            return try update(bytes, forKey: key, in: shared)
+        let service: String
+        switch try resolve(forWriting: true) {
+        case .anyService: throw .serviceRequired
+        case .shared(let shared): return try update(bytes, forKey: key, in: shared)
+        case .own(let own): service = own
         }
 
         let home = try ServiceKeyring.findOrCreate(service: service, marker: accessibility.marker, anchor: accessibility.anchor)
-        let rings = try existingRings(of: service)
+        var rings = try ServiceKeyring.rings(of: service, startingWith: accessibility)
+        if !rings.contains(home) { rings.insert(home, at: 0) }
         let sharing = try sharingForWrite(rings: rings.map(\.serial))
+        try gather(key, into: home, from: rings)
         do throws(KeyctlError) {
-            let item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home)
+            let item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home.serial)
             do throws(KeyctlError) {
                 if let sharing { try Sharing.apply(sharing, to: item) } else { try item.setPermissions(.ownerOnly) }
                 // A share or unshare of the service may have run since its sharing was
@@ -398,30 +422,65 @@ public struct Keychain: Sendable, Hashable {
                 // keyring before the items, and share goes over the items again after
                 // the keyring, so whichever way they interleave every item ends up as
                 // its keyring.)
-                let now = Sharing(try home.describe())
+                let now = Sharing(try home.serial.describe())
                 if now != sharing { try Sharing.apply(now, to: item) }
-                try item.setTimeout(seconds: seconds)
+                try DeadlineRecords.setTimeout(seconds, of: item, deadline: deadline)
             } catch {
                 // Another process removed the item between add_key and here: this set
                 // happened, then that removal did (found by the soak test). A removed
                 // key is gone (ENOKEY), or still alive but no longer possessed (EACCES).
-                let current = try? home.search(type: "user", description: key)
+                let current = try? home.serial.search(type: "user", description: key)
                 if error.meansKeyIsGone || current != item { return }
                 throw error
             }
         } catch {
+            // The service keyring was removed after it was found (kc rm of the whole
+            // service, rmdir): this write happened first, then the removal.
+            if error.meansKeyIsGone { return }
             throw KeychainError(error)
         }
-        // One home: drop copies left at other accessibilities.
-        for ring in rings where ring.serial != home {
-            do {
-                if let stale = try ring.serial.search(type: "user", description: key) {
-                    try stale.unlink(from: ring.serial)
-                }
-            } catch {
-                if !error.meansKeyIsGone && error.errno != .noSuchFileOrDirectory { throw KeychainError(error) }
-            }
+        try keepOneCopy(of: key, in: rings)
+    }
+
+    /// Before a write: the item's copy with the lowest serial is moved into `home` (the
+    /// same key, so level changes keep it), and any other copy is unlinked.
+    private func gather(_ key: String, into home: ServiceKeyring, from rings: [ServiceKeyring]) throws(KeychainError) {
+        let found = try copies(of: key, in: rings)
+        guard let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return }
+        for copy in found where copy.item != keep.item {
+            _ = try unlinkIgnoringGone(copy.item, from: copy.ring.serial)
         }
+        guard keep.ring != home else { return }
+        do {
+            try keep.item.move(from: keep.ring.serial, to: home.serial, exclusive: true)
+        } catch {
+            // Moved or removed by another writer, or a concurrent writer added one at
+            // home: the write goes ahead and the copies are settled afterwards.
+            let settledLater: [Errno] = [.noSuchFileOrDirectory, .fileExists]
+            if !error.meansKeyIsGone && !settledLater.contains(error.errno) { throw KeychainError(error) }
+        }
+    }
+
+    /// After a write: one copy stays, the one with the lowest serial.
+    internal func keepOneCopy(of key: String, in rings: [ServiceKeyring]) throws(KeychainError) {
+        let found = try copies(of: key, in: rings)
+        guard found.count > 1, let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return }
+        for copy in found where copy.item != keep.item {
+            _ = try unlinkIgnoringGone(copy.item, from: copy.ring.serial)
+        }
+    }
+}
+
+/// Unlinks a key, treating one that is already gone or no longer linked there as done.
+/// Returns whether this call removed the link.
+@discardableResult
+internal func unlinkIgnoringGone(_ key: KeySerial, from keyring: KeySerial) throws(KeychainError) -> Bool {
+    do {
+        try key.unlink(from: keyring)
+        return true
+    } catch {
+        if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { return false }
+        throw KeychainError(error)
     }
 }
 

@@ -13,7 +13,7 @@ import Musl
 /// names the failing libkeyutils call and its errno.
 public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The service or item name breaks the naming rules; nothing was sent to the kernel.
-    case invalidName(kind: NameKind, problem: String)
+    case invalidName(kind: NameKind, problem: NameProblem)
     /// The kernel's `user` keys cannot hold an empty value.
     case emptyValue
     /// The value is larger than a `user` key can hold (32767 bytes).
@@ -57,6 +57,9 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     case ownerOnly(SharedService, action: String)
     /// The service is already shared with another group.
     case sharedWithAnotherGroup(service: String, current: AccessGroup, requested: AccessGroup)
+
+    /// A rename's target exists: an item (`name`), or a service with items (`name` nil).
+    case alreadyExists(service: String, name: String?)
 
     /// The biggest value a `user` key accepts.
     public static let maximumValueSize = 32767
@@ -125,6 +128,9 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             return "'\(shared.service)' is shared by \(shared.ownerName) read-only; ask them to run 'kc share \(shared.service) --group \(shared.sharing.group.name) --group-writable'"
         case .ownerOnly(let shared, let action):
             return "only \(shared.ownerName), who owns '\(shared.service)', can \(action); ask them to do it"
+        case .alreadyExists(let service, let name):
+            if let name { return "item '\(name)' already exists in service '\(service)'; remove it first (kc rm \(service) \(name)) or choose another name" }
+            return "service '\(service)' already has items; remove them first (kc rm) or choose another name"
         case .sharedWithAnotherGroup(let service, let current, let requested):
             return "'\(service)' is already shared with group '\(current.name)'; to share it with '\(requested.name)' instead run 'kc share \(service) --group \(requested.name)'"
         }

@@ -72,6 +72,10 @@ internal enum ServiceMarker: CaseIterable, Sendable {
     }
 
     /// Splits a keyring description into marker and service name, if it is one of ours.
+    static func probeOrder(startingWith first: ServiceMarker) -> [ServiceMarker] {
+        first == .portable ? [.portable, .deviceOnly] : [.deviceOnly, .portable]
+    }
+
     static func parse(keyringDescription description: String) -> (ServiceMarker, String)? {
         if description.hasPrefix(portablePrefix) {
             return (.portable, String(description.dropFirst(portablePrefix.count)))
@@ -101,69 +105,90 @@ internal struct ServiceKeyring: Hashable, Sendable {
         }
     }
 
+    /// The one way kc finds a service's own keyrings: for each anchor (`first`'s
+    /// anchor first) and marker, a search from the anchor; a hit counts for that anchor
+    /// only if it is linked there directly (a search also descends into nested keyrings,
+    /// such as the user keyring linked in the session keyring; that ring is found again
+    /// under its own anchor). With `stopAtFirst`, the first hit of any kind ends the
+    /// probe: enough to tell whether the service exists.
+    static func rings(of service: String, startingWith first: Accessibility = .whenUnlocked,
+                      stopAtFirst: Bool = false) throws(KeychainError) -> [ServiceKeyring] {
+        var rings: [ServiceKeyring] = []
+        for anchor in Anchor.probeOrder(startingWith: first.anchor) {
+            let anchorSerial = try anchor.serial()
+            var linked: [KeySerial]? = nil
+            for marker in ServiceMarker.probeOrder(startingWith: first.marker) {
+                guard let ring = try find(service: service, marker: marker, under: anchorSerial) else { continue }
+                if stopAtFirst { return [ServiceKeyring(serial: ring, anchor: anchor, marker: marker)] }
+                if linked == nil {
+                    do { linked = try anchorSerial.linkedKeys() } catch { throw KeychainError(error) }
+                }
+                if linked?.contains(ring) == true {
+                    rings.append(ServiceKeyring(serial: ring, anchor: anchor, marker: marker))
+                }
+            }
+        }
+        return rings
+    }
+
     /// The service keyring linked directly in the anchor, created if there is none.
     ///
     /// Race-free: `add_key` of a keyring whose description is already linked in the
     /// parent would displace the old one and lose its items. So a new keyring is made
     /// in this thread's private keyring and moved into the anchor with KEYCTL_MOVE_EXCL;
-    /// if another process got there first the move fails with EEXIST and the winner is used.
-    static func findOrCreate(service: String, marker: ServiceMarker, anchor: Anchor) throws(KeychainError) -> KeySerial {
-        let anchorSerial = try anchor.serialForWriting()
-        let description = marker.keyringDescription(for: service)
-        do throws(KeyctlError) {
-            if let existing = try directChild(description: description, of: anchorSerial) {
-                return existing
+    /// if another process got there first the move fails with EEXIST and the winner is
+    /// used (and if the winner is removed before it can be used, the dance starts over).
+    static func findOrCreate(service: String, marker: ServiceMarker, anchor: Anchor) throws(KeychainError) -> ServiceKeyring {
+        let serial = try findOrCreateKeyring(described: marker.keyringDescription(for: service), in: anchor.serialForWriting())
+        return ServiceKeyring(serial: serial, anchor: anchor, marker: marker)
+    }
+
+    /// Every service keyring of every anchor, with its service name: what `kc ls` and
+    /// the mount's root list. (One service's rings are found with ``rings(of:startingWith:stopAtFirst:)``.)
+    static func everywhere() throws(KeychainError) -> [(name: String, ring: ServiceKeyring)] {
+        var found: [(name: String, ring: ServiceKeyring)] = []
+        for anchor in Anchor.allCases {
+            let anchorSerial = try anchor.serial()
+            let linked: [KeySerial]
+            do { linked = try anchorSerial.linkedKeys() } catch { throw KeychainError(error) }
+            for serial in linked {
+                // Keys can vanish or expire between the listing and the describe.
+                guard let info = try? serial.describe(), info.type == "keyring",
+                      let (marker, name) = ServiceMarker.parse(keyringDescription: info.description)
+                else { continue }
+                found.append((name, ServiceKeyring(serial: serial, anchor: anchor, marker: marker)))
             }
+        }
+        return found
+    }
+}
+
+/// The keyring described `description` linked directly in `parent`, created race-free
+/// if there is none (see ``ServiceKeyring/findOrCreate(service:marker:anchor:)``).
+internal func findOrCreateKeyring(described description: String, in parent: KeySerial) throws(KeychainError) -> KeySerial {
+    do throws(KeyctlError) {
+        for _ in 0..<8 {
+            if let existing = try directChild(description: description, of: parent) { return existing }
             let thread = SpecialKeyring.thread.serial
             let fresh = try KeySerial.add(type: "keyring", description: description, payload: nil, into: thread)
             defer { try? fresh.unlink(from: thread) }  // no-op once moved
             try fresh.setPermissions(.ownerOnly)
             do {
-                try fresh.move(from: thread, to: anchorSerial, exclusive: true)
+                try fresh.move(from: thread, to: parent, exclusive: true)
                 return fresh
             } catch where error.errno == .fileExists {
-                if let winner = try directChild(description: description, of: anchorSerial) {
-                    return winner
-                }
-                throw error
+                continue  // another process won; use its keyring (or race again if it is gone)
             }
-        } catch {
-            throw KeychainError(error)
         }
+        throw KeyctlError(.fileExists, call: "keyctl_move")
+    } catch {
+        throw KeychainError(error)
     }
+}
 
-    /// A search finds a keyring linked directly in the anchor before any nested one,
-    /// so the first hit is the anchor's own child if it has one; the anchor's link list
-    /// tells whether it is.
-    private static func directChild(description: String, of anchor: KeySerial) throws(KeyctlError) -> KeySerial? {
-        guard let found = try anchor.search(type: "keyring", description: description) else { return nil }
-        return try anchor.linkedKeys().contains(found) ? found : nil
-    }
-
-    /// Every service keyring of every anchor, with its service name.
-    static func everywhere() throws(KeychainError) -> [(name: String, ring: ServiceKeyring)] {
-        var rings: [(name: String, ring: ServiceKeyring)] = []
-        for anchor in Anchor.allCases { rings += try all(in: anchor) }
-        return rings
-    }
-
-    /// Every service keyring linked directly in the anchor, with its service name.
-    static func all(in anchor: Anchor) throws(KeychainError) -> [(name: String, ring: ServiceKeyring)] {
-        let anchorSerial = try anchor.serial()
-        let linked: [KeySerial]
-        do {
-            linked = try anchorSerial.linkedKeys()
-        } catch {
-            throw KeychainError(error)
-        }
-        var found: [(name: String, ring: ServiceKeyring)] = []
-        for serial in linked {
-            // Keys can vanish or expire between the listing and the describe.
-            guard let info = try? serial.describe(), info.type == "keyring",
-                  let (marker, name) = ServiceMarker.parse(keyringDescription: info.description)
-            else { continue }
-            found.append((name, ServiceKeyring(serial: serial, anchor: anchor, marker: marker)))
-        }
-        return found
-    }
+/// A search finds a keyring linked directly in the parent before any nested one, so
+/// the first hit is the parent's own child if it has one; the link list tells whether it is.
+private func directChild(description: String, of parent: KeySerial) throws(KeyctlError) -> KeySerial? {
+    guard let found = try parent.search(type: "keyring", description: description) else { return nil }
+    return try parent.linkedKeys().contains(found) ? found : nil
 }

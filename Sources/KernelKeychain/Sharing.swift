@@ -104,22 +104,14 @@ internal enum SharedServices {
     }
 
     /// Keyrings in /proc/keys text whose description starts like a kc service keyring,
-    /// with their owner, other than `excludingOwner`'s. Lines are
-    /// `serial flags usage expiry perm uid gid type description: summary`; a line that
-    /// is not in that form (a description with a newline splits one) is skipped.
+    /// with their owner, other than `excludingOwner`'s.
     static func candidates(inProcKeys text: String, excludingOwner me: UInt32) -> [(serial: KeySerial, owner: UInt32)] {
-        var found: [(serial: KeySerial, owner: UInt32)] = []
-        for line in text.split(separator: "\n") {
-            let fields = line.split(separator: " ", maxSplits: 8, omittingEmptySubsequences: true)
-            guard fields.count == 9, fields[7] == "keyring" else { continue }
-            // The type column is padded, and the padding stays in the last field.
-            let description = fields[8].drop { $0 == " " }
-            guard description.hasPrefix(ServiceMarker.portablePrefix) || description.hasPrefix(ServiceMarker.deviceOnlyPrefix),
-                  let uid = UInt32(fields[5]), uid != me,
-                  let serial = UInt32(fields[0], radix: 16)
-            else { continue }
-            found.append((KeySerial(rawValue: Int32(bitPattern: serial)), uid))
+        ProcKeysEntry.parse(text).compactMap { entry in
+            guard entry.type == "keyring", entry.uid != me,
+                  entry.descriptionPrefix.hasPrefix(ServiceMarker.portablePrefix)
+                    || entry.descriptionPrefix.hasPrefix(ServiceMarker.deviceOnlyPrefix)
+            else { return nil }
+            return (entry.serial, entry.uid)
         }
-        return found
     }
 }

@@ -11,7 +11,7 @@ public struct FilesystemError: Error, Hashable, Sendable {
     public init(_ error: KeychainError) {
         switch error {
         case .invalidName(_, let problem):
-            self.init(problem.contains("bytes long") ? .fileNameTooLong : .invalidArgument)
+            if case .tooLong = problem { self.init(.fileNameTooLong) } else { self.init(.invalidArgument) }
         case .emptyValue, .invalidTimeout, .serviceRequired:
             self.init(.invalidArgument)
         case .valueTooLarge:
@@ -30,6 +30,8 @@ public struct FilesystemError: Error, Hashable, Sendable {
             self.init(.noSuchFileOrDirectory)
         case .notInGroup, .sharedReadOnly, .ownerOnly:
             self.init(.permissionDenied)
+        case .alreadyExists:
+            self.init(.fileExists)
         case .sharedByMany, .sharedWithAnotherGroup:
             self.init(.invalidArgument)
         }

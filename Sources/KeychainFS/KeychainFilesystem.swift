@@ -7,6 +7,8 @@ public import SystemPackage
 /// The FUSE bridge (Bridge/) turns requests into these calls and their results into replies.
 public final class KeychainFilesystem: Sendable {
     public let configuration: MountConfiguration
+    /// Attributes of items just removed or renamed away, for a new file in their place.
+    let recentlyReplaced = RecentlyReplaced()
 
     public init(configuration: MountConfiguration) {
         self.configuration = configuration
@@ -145,24 +147,56 @@ public final class KeychainFilesystem: Sendable {
 
     // MARK: Changing
 
-    /// Stores a file's bytes as the item's value, atomically. An existing item keeps its
-    /// accessibility and timeout; a new one takes the mount's accessibility.
-    public func write(_ bytes: [UInt8], to node: Node) throws(FilesystemError) {
+    /// Stores a file's bytes when it is closed. An existing item takes the value in
+    /// place and keeps its level, device-only flag and deadline exactly. A missing one
+    /// is created with `newItem` (see ``newItemAttributes(for:)``); with nil, the file
+    /// was opened on an item that has since been removed, and like a write to an
+    /// unlinked file nothing is stored: returns false.
+    @discardableResult
+    public func commit(_ bytes: [UInt8], to node: Node, newItem: NewItemAttributes?) throws(FilesystemError) -> Bool {
         try requireWritable(node)
         guard case .item(let service, let name) = node else { throw FilesystemError(.isDirectory) }
-        try attempt { () throws(KeychainError) in
-            let existing = try keychain(service).item(name)
-            var target = try keychain(service).accessibility(existing?.accessibility ?? configuration.newItemAccessibility)
-            if let seconds = existing?.secondsLeft, seconds > 0 { target = try target.timeout(.seconds(seconds)) }
-            try target.set(bytes, forKey: name)
+        return try attempt { () throws(KeychainError) in
+            let keychain = try keychain(service)
+            if try keychain.replace(bytes, forKey: name) { return true }
+            guard let newItem else { return false }
+            try keychain.accessibility(newItem.accessibility).set(bytes, forKey: name, until: newItem.deadline)
+            return true
         }
+    }
+
+    /// What a new file at `node` becomes when first stored: the level, device-only flag
+    /// and deadline of an item that had this name until a moment ago (an editor that
+    /// renames the original away, or removes it, and writes a new file in its place),
+    /// else the mount's level with no deadline.
+    public func newItemAttributes(for node: Node) -> NewItemAttributes {
+        recentlyReplaced.take(node) ?? NewItemAttributes(accessibility: configuration.newItemAccessibility)
+    }
+
+    /// EDQUOT now, rather than at close where a shell loses it, if a new item of
+    /// `name` and `size` bytes cannot fit in the uid's key quota.
+    public func checkRoom(forNewItem node: Node, size: Int = 1) throws(FilesystemError) {
+        guard case .item(_, let name) = node, let quota = KeyQuota.current() else { return }
+        if quota.keys + 1 > quota.maxKeys || quota.bytes + name.utf8.count + max(size, 1) > quota.maxBytes {
+            throw FilesystemError(.diskQuotaExceeded)
+        }
+    }
+
+    /// EDQUOT if growing a value from `oldSize` to `newSize` bytes cannot fit in the quota.
+    public func checkRoom(growing oldSize: Int, to newSize: Int) throws(FilesystemError) {
+        guard newSize > oldSize, let quota = KeyQuota.current() else { return }
+        if quota.bytes + (newSize - oldSize) > quota.maxBytes { throw FilesystemError(.diskQuotaExceeded) }
     }
 
     /// `rm`.
     public func remove(_ node: Node) throws(FilesystemError) {
         try requireWritable(node)
         guard case .item(let service, let name) = node else { throw FilesystemError(.isDirectory) }
-        let removed = try attempt { () throws(KeychainError) in try keychain(service).remove(name) }
+        let removed = try attempt { () throws(KeychainError) -> Bool in
+            let keychain = try keychain(service)
+            if let item = try keychain.item(name) { recentlyReplaced.remember(node, item) }
+            return try keychain.remove(name)
+        }
         if !removed { throw FilesystemError(.noSuchFileOrDirectory) }
     }
 
@@ -170,59 +204,68 @@ public final class KeychainFilesystem: Sendable {
     public func makeDirectory(_ node: Node) throws(FilesystemError) {
         try requireWritable(node)
         guard case .service(let service) = node else { throw FilesystemError(.notPermitted) }
-        try attempt { () throws(KeychainError) in
+        let exists = try attempt { () throws(KeychainError) -> Bool in
             let keychain = try keychain(service)
-            if try keychain.serviceExists() { throw KeychainError.kernel(.init(.fileExists, call: "mkdir")) }
+            if try keychain.serviceExists() { return true }
             try keychain.accessibility(configuration.newItemAccessibility).createService()
+            return false
         }
+        if exists { throw FilesystemError(.fileExists) }
     }
 
     /// `rmdir`: only an empty service.
     public func removeDirectory(_ node: Node) throws(FilesystemError) {
         try requireWritable(node)
         guard case .service(let service) = node else { throw FilesystemError(.notPermitted) }
-        try attempt { () throws(KeychainError) in
-            let keychain = try keychain(service)
-            guard try keychain.serviceExists() else { throw KeychainError.kernel(.init(.noSuchFileOrDirectory, call: "rmdir")) }
-            guard try keychain.allKeys().isEmpty else { throw KeychainError.kernel(.init(.directoryNotEmpty, call: "rmdir")) }
-            try keychain.removeAll()
+        let existing = try attempt { () throws(KeychainError) in try self.keychain(service) }
+        guard try attempt({ () throws(KeychainError) in try existing.serviceExists() }) else {
+            throw FilesystemError(.noSuchFileOrDirectory)
         }
+        guard try attempt({ () throws(KeychainError) in try existing.allKeys() }).isEmpty else {
+            throw FilesystemError(.directoryNotEmpty)
+        }
+        try attempt { () throws(KeychainError) in try existing.removeAll() }
     }
 
-    /// `mv` of an item, within or across services. The value lands at the target's
-    /// accessibility if the target exists (so an editor's save-by-rename keeps the
-    /// item's level), else at the source's; then the source is removed. Directories
-    /// answer EXDEV, so `mv` copies them item by item.
+    /// `mv`. An item moves within or across services: onto an existing item it gives
+    /// its value and the target keeps its level and deadline (an editor's
+    /// save-by-rename); otherwise it keeps its own. A service directory is renamed in
+    /// the kernel, every item keeping its key. Both stay in the kernel: nothing is
+    /// copied through the daemon, and the attributes `mv` would copy are never lost.
     public func rename(_ source: Node, to target: Node, replacing: Bool = true) throws(FilesystemError) {
         try requireWritable(source)
         try requireWritable(target)
-        guard case .item(let fromService, let fromName) = source, case .item(let toService, let toName) = target else {
-            throw FilesystemError(.improperLink)
-        }
         if source == target { return }
-        try attempt { () throws(KeychainError) in
-            let from = try keychain(fromService), to = try keychain(toService)
-            guard let moving = try from.item(fromName), var value = try from.data(forKey: fromName) else {
-                throw KeychainError.kernel(.init(.noSuchFileOrDirectory, call: "rename"))
+        switch (source, target) {
+        case (.item(let fromService, let fromName), .item(let toService, let toName)):
+            let renamed = try attempt { () throws(KeychainError) -> Bool in
+                let from = try keychain(fromService), to = try keychain(toService)
+                if let item = try from.item(fromName) { recentlyReplaced.remember(source, item) }
+                return try from.rename(fromName, to: toName, in: to, replacing: replacing)
             }
-            defer { value.overwriteWithZeros() }
-            let replaced = try to.item(toName)
-            if replaced != nil && !replacing { throw KeychainError.kernel(.init(.fileExists, call: "rename")) }
-            let keep = replaced ?? moving
-            var destination = to.accessibility(keep.accessibility ?? configuration.newItemAccessibility)
-            if let seconds = keep.secondsLeft, seconds > 0 { destination = try destination.timeout(.seconds(seconds)) }
-            try destination.set(value, forKey: toName)
-            try from.remove(fromName)
+            if !renamed { throw FilesystemError(.noSuchFileOrDirectory) }
+        case (.service(let fromService), .service(let toService)):
+            if !replacing, try attempt({ () throws(KeychainError) in try keychain(toService).serviceExists() }) {
+                throw FilesystemError(.fileExists)
+            }
+            try attempt { () throws(KeychainError) in try keychain(fromService).renameService(to: toService) }
+        case (.service, _), (_, .service):
+            throw FilesystemError(.notDirectory)
+        default:
+            throw FilesystemError(.notPermitted)
         }
     }
 
-    /// `truncate` of a file that is not open: shrink or zero-extend the stored value.
+    /// `truncate` of a file that is not open: shrink or zero-extend the stored value,
+    /// keeping its level and deadline.
     public func resize(_ node: Node, to size: Int) throws(FilesystemError) {
         try requireWritable(node)
+        guard size <= KeychainError.maximumValueSize else { throw FilesystemError(.fileTooLarge) }
         var value = try contents(of: node)
         defer { value.overwriteWithZeros() }
+        try checkRoom(growing: value.count, to: size)
         if size < value.count { value.removeLast(value.count - size) } else { value += [UInt8](repeating: 0, count: size - value.count) }
-        try write(value, to: node)
+        if !(try commit(value, to: node, newItem: nil)) { throw FilesystemError(.noSuchFileOrDirectory) }
     }
 
     // MARK: Extended attributes
@@ -253,48 +296,40 @@ public final class KeychainFilesystem: Sendable {
         default: throw FilesystemError(.noData)
         }
         guard let item = try attempt(lookup) else { throw FilesystemError(.noSuchFileOrDirectory) }
-        let accessibility = item.accessibility ?? configuration.newItemAccessibility
         switch name {
-        case Self.accessAttribute: return accessibility.level.rawValue
-        case Self.deviceOnlyAttribute: return accessibility.isThisDeviceOnly ? "1" : "0"
-        case Self.timeoutAttribute: return String(item.secondsLeft ?? 0)
-        default: return String(item.serial.rawValue)
+        case Self.serialAttribute: return String(item.serial.rawValue)
+        default:
+            let attributes = NewItemAttributes(accessibility: item.accessibility ?? configuration.newItemAccessibility, deadline: item.deadline)
+            return try attributes.value(of: name)
         }
     }
 
     /// Sets an attribute: `user.kc.access` moves the item to that level,
-    /// `user.kc.this-device-only` (1/0) marks or unmarks it, `user.kc.timeout` sets the
-    /// kernel expiry in seconds (0 clears it). `user.kc.serial` is read-only (EPERM).
+    /// `user.kc.this-device-only` (1/0) marks or unmarks it (both move the same key, so
+    /// its deadline stays), `user.kc.timeout` sets the kernel expiry in seconds (0 clears
+    /// it). `user.kc.serial` is read-only (EPERM).
     public func setExtendedAttribute(_ name: String, to text: String, of node: Node) throws(FilesystemError) {
         try requireWritable(node)
         guard case .item(let service, let key) = node, extendedAttributeNames(of: node).contains(name) else {
             throw FilesystemError(.notSupported)
         }
-        let value = text.trimmingTrailingNewlines
-        try attempt { () throws(KeychainError) in
-            let keychain = try keychain(service)
-            guard let item = try keychain.item(key) else { throw KeychainError.kernel(.init(.noSuchFileOrDirectory, call: "setxattr")) }
-            switch name {
-            case Self.accessAttribute:
-                guard let level = Accessibility.Level(rawValue: value) else { throw KeychainError.invalidTimeout(value) }
-                try move(keychain, key, item, to: Accessibility(level: level, thisDeviceOnly: item.accessibility?.isThisDeviceOnly ?? false))
-            case Self.deviceOnlyAttribute:
-                guard value == "1" || value == "0" else { throw KeychainError.invalidTimeout(value) }
-                try move(keychain, key, item, to: Accessibility(level: (item.accessibility ?? configuration.newItemAccessibility).level, thisDeviceOnly: value == "1"))
-            case Self.timeoutAttribute:
-                guard let seconds = UInt32(value) else { throw KeychainError.invalidTimeout(value) }
-                try keychain.setTimeout(seconds == 0 ? nil : .seconds(seconds), forKey: key)
-            default:
-                throw KeychainError.kernel(.init(.notPermitted, call: "setxattr"))
-            }
+        let keychain = try attempt { () throws(KeychainError) in try self.keychain(service) }
+        guard let item = try attempt({ () throws(KeychainError) in try keychain.item(key) }) else {
+            throw FilesystemError(.noSuchFileOrDirectory)
         }
-    }
-
-    private func move(_ keychain: Keychain, _ key: String, _ item: KeychainItem, to accessibility: Accessibility) throws(KeychainError) {
-        guard accessibility != item.accessibility else { return }
-        var target = keychain
-        if let seconds = item.secondsLeft, seconds > 0 { target = try target.timeout(.seconds(seconds)) }
-        try target.move(key, to: accessibility)
+        var attributes = NewItemAttributes(accessibility: item.accessibility ?? configuration.newItemAccessibility, deadline: item.deadline)
+        let before = attributes
+        try attributes.set(name, to: text)
+        let found = try attempt { () throws(KeychainError) -> Bool in
+            if attributes.accessibility != before.accessibility {
+                return try keychain.move(key, to: attributes.accessibility)
+            }
+            if attributes.deadline != before.deadline {
+                return try keychain.setTimeout(attributes.deadline.map { .seconds($0.secondsLeft) }, forKey: key)
+            }
+            return true
+        }
+        if !found { throw FilesystemError(.noSuchFileOrDirectory) }
     }
 
     // MARK: Quota

@@ -41,3 +41,16 @@ extension Errno {
     /// The corresponding C error is `EKEYREJECTED`.
     public static var keyRejected: Errno { Errno(rawValue: 129) }
 }
+
+/// Runs `body` and returns its result, or nil if the key it used vanished meanwhile
+/// (removed, expired or revoked). Keys can go between any two calls, so "gone" is an
+/// answer, not an error; every other failure is thrown.
+@inline(__always)
+public func unlessGone<R>(_ body: () throws(KeyctlError) -> R) throws(KeyctlError) -> R? {
+    do {
+        return try body()
+    } catch {
+        if error.meansKeyIsGone { return nil }
+        throw error
+    }
+}

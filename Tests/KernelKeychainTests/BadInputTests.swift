@@ -20,7 +20,8 @@ final class BadInputTests: KeyringTestCase {
         try keychain.set("kept", forKey: "existing")
         for (name, problem) in Self.badNames {
             XCTAssertThrowsError(try keychain.set("x", forKey: name)) { error in
-                XCTAssertEqual(error as? KeychainError, .invalidName(kind: .item, problem: problem))
+                guard case .invalidName(.item, let found)? = error as? KeychainError else { return XCTFail("\(error)") }
+                XCTAssertEqual("\(found)", problem)
                 XCTAssertTrue("\(error)".contains("use 1-255 bytes"), "\(error)")
             }
             XCTAssertThrowsError(try keychain.string(forKey: name))
@@ -34,7 +35,8 @@ final class BadInputTests: KeyringTestCase {
     func testBadServiceNamesAreRejected() {
         for (name, problem) in Self.badNames {
             XCTAssertThrowsError(try Keychain(service: name)) { error in
-                XCTAssertEqual(error as? KeychainError, .invalidName(kind: .service, problem: problem))
+                guard case .invalidName(.service, let found)? = error as? KeychainError else { return XCTFail("\(error)") }
+                XCTAssertEqual("\(found)", problem)
             }
         }
     }

@@ -38,12 +38,17 @@ final class ParsingTests: XCTestCase {
             00000011 I--Q---     1 2d 3f3f0000     0     0 keyring   kc:svc: 1
             00000012 I--Q---     1 expd 3f3f0000     0     0 user      old: 1
             """
-        let expiries = ProcKeys.parse(text)
-        XCTAssertNil(expiries[KeySerial(rawValue: 0x1a2b3c4d)])
-        XCTAssertEqual(expiries[KeySerial(rawValue: 15)], 59 * 60)
-        XCTAssertEqual(expiries[KeySerial(rawValue: 16)], 45)
-        XCTAssertEqual(expiries[KeySerial(rawValue: 17)], 2 * 86400)
-        XCTAssertNil(expiries[KeySerial(rawValue: 18)])
+        var expiries: [KeySerial: ProcKeysEntry.Expiry] = [:]
+        for entry in ProcKeysEntry.parse(text) { expiries[entry.serial] = entry.expiry }
+        XCTAssertEqual(expiries[KeySerial(rawValue: 0x1a2b3c4d)], .never)
+        XCTAssertEqual(expiries[KeySerial(rawValue: 15)], .within(seconds: 59 * 60, unit: 60))
+        XCTAssertEqual(expiries[KeySerial(rawValue: 16)], .within(seconds: 45, unit: 1))
+        XCTAssertEqual(expiries[KeySerial(rawValue: 17)], .within(seconds: 2 * 86400, unit: 86400))
+        XCTAssertEqual(expiries[KeySerial(rawValue: 18)], .expired)
+        let ring = ProcKeysEntry.parse(text).first { $0.serial == KeySerial(rawValue: 17) }
+        XCTAssertEqual(ring?.type, "keyring")
+        XCTAssertEqual(ring?.descriptionPrefix, "kc:svc")
+        XCTAssertEqual(ProcKeysEntry.parse(text).first?.descriptionPrefix, "token")
     }
 
     func testAccessibilityNamesAndLevels() {

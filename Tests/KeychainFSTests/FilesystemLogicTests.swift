@@ -38,10 +38,10 @@ final class FilesystemLogicTests: KeyringTestCase {
         try Keychain(service: service, accessibility: .afterFirstUnlock).set("old", forKey: "token")
         let fs = filesystem()
         let file = Node.item(service: service, name: "token")
-        try fs.write(Array("new".utf8), to: file)
+        try fs.commit(Array("new".utf8), to: file, newItem: nil)
         XCTAssertEqual(try Keychain(service: service).item("token")?.accessibility, .afterFirstUnlock)
-        assertErrno(.invalidArgument) { try fs.write([], to: file) }
-        assertErrno(.fileTooLarge) { try fs.write([UInt8](repeating: 1, count: 32768), to: file) }
+        assertErrno(.invalidArgument) { try fs.commit([], to: file, newItem: nil) }
+        assertErrno(.fileTooLarge) { try fs.commit([UInt8](repeating: 1, count: 32768), to: file, newItem: nil) }
         XCTAssertEqual(try Keychain(service: service).string(forKey: "token"), "new", "failed writes harm nothing")
     }
 
@@ -52,7 +52,7 @@ final class FilesystemLogicTests: KeyringTestCase {
         XCTAssertEqual(try fs.entries(of: .root).map(\.name), ["k"])
         XCTAssertEqual(try fs.child(of: .root, named: "k"), .item(service: service, name: "k"))
         XCTAssertEqual(try fs.attributes(of: .item(service: service, name: "k")).permissions, 0o400)
-        assertErrno(.readOnlyFileSystem) { try fs.write([1], to: .item(service: service, name: "k")) }
+        assertErrno(.readOnlyFileSystem) { try fs.commit([1], to: .item(service: service, name: "k"), newItem: nil) }
         assertErrno(.readOnlyFileSystem) { try fs.remove(.item(service: service, name: "k")) }
         assertErrno(.readOnlyFileSystem) { try fs.makeDirectory(.service(service + "x")) }
         XCTAssertEqual(try Keychain(service: service).string(forKey: "k"), "v")
@@ -64,14 +64,18 @@ final class FilesystemLogicTests: KeyringTestCase {
         try fs.makeDirectory(.service(service))
         assertErrno(.fileExists) { try fs.makeDirectory(.service(service)) }
         XCTAssertEqual(try fs.entries(of: .service(service)).count, 0)
-        try fs.write(Array("v".utf8), to: .item(service: service, name: "a"))
+        try fs.commit(Array("v".utf8), to: .item(service: service, name: "a"), newItem: NewItemAttributes(accessibility: .whenUnlocked))
         assertErrno(.directoryNotEmpty) { try fs.removeDirectory(.service(service)) }
         try fs.rename(.item(service: service, name: "a"), to: .item(service: other, name: "b"))
         XCTAssertEqual(try Keychain(service: other).string(forKey: "b"), "v")
         XCTAssertNil(try Keychain(service: service).string(forKey: "a"))
         try fs.removeDirectory(.service(service))
         assertErrno(.noSuchFileOrDirectory) { _ = try fs.attributes(of: .service(service)) }
-        assertErrno(.improperLink) { try fs.rename(.service(other), to: .service(service)) }
+        // A service directory is renamed in the kernel: its items keep their keys.
+        let serial = try Keychain(service: other).item("b")?.serial
+        try fs.rename(.service(other), to: .service(service))
+        XCTAssertEqual(try Keychain(service: service).item("b")?.serial, serial)
+        XCTAssertFalse(try Keychain(service: other).serviceExists())
     }
 
     func testExtendedAttributesShowAndChangeTheLevel() throws {

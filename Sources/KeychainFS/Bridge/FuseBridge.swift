@@ -55,8 +55,10 @@ final class FuseBridge: Sendable {
         if let size {
             guard !node.isDirectory else { throw FilesystemError(.isDirectory) }
             if filesystem.configuration.readOnly { throw FilesystemError(.readOnlyFileSystem) }
-            if let handle, let file = handles.file(handle) {
-                try file.resize(to: size)
+            if let handle, let pending = handles.file(handle)?.pending {
+                try pending.resize(to: size)
+            } else if !handles.pending(node).isEmpty {
+                for pending in handles.pending(node) { try pending.resize(to: size) }
             } else {
                 try filesystem.resize(node, to: size)
             }
@@ -66,28 +68,56 @@ final class FuseBridge: Sendable {
 
     // MARK: Files
 
-    func open(_ number: UInt64, flags: Int32) throws(FilesystemError) -> Reply {
+    /// `caller` is the thread id the kernel names in the request.
+    func open(_ number: UInt64, flags: Int32, caller: Int32) throws(FilesystemError) -> Reply {
         let node = try node(number)
         guard !node.isDirectory else { throw FilesystemError(.isDirectory) }
         let accessMode = flags & O_ACCMODE
         let writable = accessMode == O_WRONLY || accessMode == O_RDWR
         // The kernel checks modes only with --allow-other, so refuse here what 0400 shows.
         if writable && (filesystem.configuration.readOnly || node.isShared) { throw FilesystemError(.readOnlyFileSystem) }
-        let truncate = writable && flags & O_TRUNC != 0
-        let bytes = truncate ? [] : try filesystem.contents(of: node)
-        let file = OpenFile(node: node, bytes: bytes, writable: writable, dirty: truncate)
+        let file: OpenFile
+        if writable {
+            let truncate = flags & O_TRUNC != 0
+            // The file is an item (lookup found it) or a new file still being written.
+            var bytes: [UInt8] = []
+            var newItem: NewItemAttributes? = nil
+            if let creating = handles.pending(node).first(where: { $0.newItem != nil }) {
+                newItem = creating.newItem
+                if !truncate { bytes = creating.read(offset: 0, count: creating.size) }
+            } else if !truncate {
+                bytes = try filesystem.contents(of: node)
+            }
+            let pending = PendingWrite(node: node, bytes: bytes, dirty: truncate, newItem: newItem, appends: flags & O_APPEND != 0)
+            file = OpenFile(writing: pending, opener: threadGroup(of: caller))
+        } else {
+            // The stored value, so a reader never sees half a write; a new file that
+            // is not stored yet reads as what has been written to it.
+            let bytes: [UInt8]
+            do {
+                bytes = try filesystem.contents(of: node)
+            } catch where error.errno == .noSuchFileOrDirectory {
+                guard let pending = handles.pending(node).first else { throw error }
+                bytes = pending.read(offset: 0, count: pending.size)
+            }
+            file = OpenFile(reading: bytes, opener: 0)
+        }
         // One FUSE round trip fewer per close of a file opened only to read.
         return .open(handle: handles.add(file), directIO: true, noFlush: !writable)
     }
 
-    func create(parent: UInt64, name: String) throws(FilesystemError) -> Reply {
+    func create(parent: UInt64, name: String, caller: Int32) throws(FilesystemError) -> Reply {
         if filesystem.configuration.readOnly { throw FilesystemError(.readOnlyFileSystem) }
         let child = try filesystem.child(of: node(parent), named: name)
         if child.isShared { throw FilesystemError(.readOnlyFileSystem) }
         guard !child.isDirectory else { throw FilesystemError(.notPermitted) }
+        // A new item needs a key: say so now if the quota has none left (a shell
+        // ignores what close reports).
+        try filesystem.checkRoom(forNewItem: child)
         // The item is stored when the file is closed; until then stat shows the copy.
-        let file = OpenFile(node: child, bytes: [], writable: true, dirty: true)
-        let handle = handles.add(file)
+        let newItem = handles.pending(child).first(where: { $0.newItem != nil })?.newItem ?? filesystem.newItemAttributes(for: child)
+        let pending = PendingWrite(node: child, bytes: [], dirty: true, newItem: newItem)
+        let handle = handles.add(OpenFile(writing: pending, opener: threadGroup(of: caller)))
         let attributes = try filesystem.attributes(of: child, pendingSize: 0)
         return .create(number: inodes.remember(child), attributes: attributes, handle: handle)
     }
@@ -98,27 +128,48 @@ final class FuseBridge: Sendable {
     }
 
     func write(handle: UInt64, data: UnsafeRawBufferPointer, offset: Int) throws(FilesystemError) -> Reply {
-        guard let file = handles.file(handle), file.writable else { throw FilesystemError(.badFileDescriptor) }
-        try file.write(data, offset: offset)
+        guard let pending = handles.file(handle)?.pending else { throw FilesystemError(.badFileDescriptor) }
+        try pending.write(data, offset: offset) { (checked, size) throws(FilesystemError) in
+            try filesystem.checkRoom(growing: checked, to: size)
+        }
         return .written(data.count)
     }
 
-    /// close(2) of one descriptor: the value is stored now, and an error reaches close.
-    func flush(handle: UInt64) throws(FilesystemError) -> Reply {
-        guard let file = handles.file(handle) else { return .success }
-        try file.commit(to: filesystem)
+    /// close(2) of one descriptor. The opener's close stores the value now, and an error
+    /// reaches its close. Another process's close of an inherited copy stores nothing.
+    func flush(handle: UInt64, caller: Int32) throws(FilesystemError) -> Reply {
+        guard let file = handles.file(handle), let pending = file.pending else { return .success }
+        guard threadGroup(of: caller) == file.opener else { return .success }
+        try pending.commit(to: filesystem)
         return .success
     }
 
+    /// fsync(2): store now, whoever asks.
+    func fsync(handle: UInt64) throws(FilesystemError) -> Reply {
+        try handles.file(handle)?.pending?.commit(to: filesystem)
+        return .success
+    }
+
+    /// The last close of an open file: what is still pending (written by a process
+    /// that inherited the descriptor after the opener closed) is stored.
     func release(handle: UInt64) -> Reply {
         guard let file = handles.removeFile(handle) else { return .success }
-        try? file.commit(to: filesystem)  // normally already stored by flush
         file.discard()
+        if let pending = file.pending {
+            try? pending.commit(to: filesystem)
+            pending.discard()
+        }
         return .success
     }
 
     func unlink(parent: UInt64, name: String) throws(FilesystemError) -> Reply {
-        try filesystem.remove(filesystem.child(of: node(parent), named: name))
+        let child = try filesystem.child(of: node(parent), named: name)
+        let wasOpen = handles.unlinkPending(child)
+        do {
+            try filesystem.remove(child)
+        } catch where wasOpen && error.errno == .noSuchFileOrDirectory {
+            // A new file not stored yet: removing it was enough.
+        }
         return .success
     }
 
@@ -126,7 +177,14 @@ final class FuseBridge: Sendable {
         let source = try filesystem.child(of: node(parent), named: name)
         let target = try filesystem.child(of: node(newParent), named: newName)
         if flags & renameExchange != 0 { throw FilesystemError(.invalidArgument) }
-        try filesystem.rename(source, to: target, replacing: flags & renameNoReplace == 0)
+        let replacing = flags & renameNoReplace == 0
+        do {
+            try filesystem.rename(source, to: target, replacing: replacing)
+        } catch where error.errno == .noSuchFileOrDirectory && !handles.pending(source).isEmpty {
+            // A new file not stored yet: only its pending write moves.
+            if !replacing, (try? attributes(of: target)) != nil { throw FilesystemError(.fileExists) }
+        }
+        handles.renamePending(source, to: target)
         inodes.renamed(source, to: target)
         return .success
     }
@@ -172,8 +230,15 @@ final class FuseBridge: Sendable {
     // MARK: Extended attributes
 
     func getxattr(_ number: UInt64, name: String, size: Int) throws(FilesystemError) -> Reply {
-        let value = Array(try filesystem.extendedAttribute(name, of: node(number)).utf8)
-        return sized(value, limit: size)
+        let node = try node(number)
+        let text: String
+        if let newItem = handles.pending(node).lazy.compactMap(\.newItem).first, name != KeychainFilesystem.serialAttribute,
+           filesystem.extendedAttributeNames(of: node).contains(name) {
+            text = try newItem.value(of: name)  // not an item yet: what it will be
+        } else {
+            text = try filesystem.extendedAttribute(name, of: node)
+        }
+        return sized(Array(text.utf8), limit: size)
     }
 
     func listxattr(_ number: UInt64, size: Int) throws(FilesystemError) -> Reply {
@@ -182,7 +247,15 @@ final class FuseBridge: Sendable {
     }
 
     func setxattr(_ number: UInt64, name: String, value: String) throws(FilesystemError) -> Reply {
-        try filesystem.setExtendedAttribute(name, to: value, of: node(number))
+        let node = try node(number)
+        if filesystem.configuration.readOnly || node.isShared { throw FilesystemError(.readOnlyFileSystem) }
+        // A file not stored yet takes the attribute when it is (cp -a, mv across filesystems).
+        let creating = handles.pending(node).filter { $0.newItem != nil }
+        if !creating.isEmpty {
+            for pending in creating { _ = try pending.setAttribute(name, to: value) }
+            return .success
+        }
+        try filesystem.setExtendedAttribute(name, to: value, of: node)
         return .success
     }
 

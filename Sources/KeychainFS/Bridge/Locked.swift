@@ -23,7 +23,7 @@ final class Locked<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    func withLock<R, Failure: Error>(_ body: (inout Value) throws(Failure) -> R) throws(Failure) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)

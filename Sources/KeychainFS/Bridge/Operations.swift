@@ -32,6 +32,12 @@ private func answer(
     send(reply, to: request, fileInfo: fileInfo)
 }
 
+/// The thread id of the process that made the request.
+private func caller(_ request: fuse_req_t?) -> Int32 {
+    guard let request, let context = fuse_req_ctx(request) else { return 0 }
+    return context.pointee.pid
+}
+
 private func string(_ name: UnsafePointer<CChar>?) -> String? {
     name.map { String(cString: $0) }
 }
@@ -184,12 +190,12 @@ func keychainOperations() -> fuse_lowlevel_ops {
     }
     operations.open = { request, number, fileInfo in
         answer(request, fileInfo) { bridge throws(FilesystemError) in
-            try bridge.open(number, flags: fileInfo?.pointee.flags ?? O_RDONLY)
+            try bridge.open(number, flags: fileInfo?.pointee.flags ?? O_RDONLY, caller: caller(request))
         }
     }
     operations.create = { request, parent, name, _, fileInfo in
         answer(request, fileInfo) { bridge throws(FilesystemError) in
-            try bridge.create(parent: parent, name: string(name) ?? "")
+            try bridge.create(parent: parent, name: string(name) ?? "", caller: caller(request))
         }
     }
     operations.read = { request, _, size, offset, fileInfo in
@@ -203,10 +209,10 @@ func keychainOperations() -> fuse_lowlevel_ops {
         }
     }
     operations.flush = { request, _, fileInfo in
-        answer(request) { bridge throws(FilesystemError) in try bridge.flush(handle: fileInfo?.pointee.fh ?? 0) }
+        answer(request) { bridge throws(FilesystemError) in try bridge.flush(handle: fileInfo?.pointee.fh ?? 0, caller: caller(request)) }
     }
     operations.fsync = { request, _, _, fileInfo in
-        answer(request) { bridge throws(FilesystemError) in try bridge.flush(handle: fileInfo?.pointee.fh ?? 0) }
+        answer(request) { bridge throws(FilesystemError) in try bridge.fsync(handle: fileInfo?.pointee.fh ?? 0) }
     }
     operations.release = { request, _, fileInfo in
         answer(request) { bridge in bridge.release(handle: fileInfo?.pointee.fh ?? 0) }

@@ -1,0 +1,115 @@
+import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// When an item expires: wall-clock seconds since the epoch, the clock the kernel
+/// keeps key expiry in.
+public struct Deadline: Hashable, Sendable, Comparable {
+    public var secondsSinceEpoch: Int64
+    /// True when kc recorded the deadline when the timeout was set, so it is known to
+    /// the second. False when only /proc/keys tells it, which rounds the time left down
+    /// to a whole second, minute, hour, day or week: then this is the earliest moment
+    /// the key can expire, so a copy made with it never outlives the original.
+    public var isExact: Bool
+
+    public init(secondsSinceEpoch: Int64, isExact: Bool = true) {
+        self.secondsSinceEpoch = secondsSinceEpoch
+        self.isExact = isExact
+    }
+
+    /// The deadline `seconds` from now.
+    public static func fromNow(seconds: UInt64) -> Deadline {
+        Deadline(secondsSinceEpoch: Deadline.now + Int64(clamping: seconds))
+    }
+
+    /// Whole seconds left, 0 once passed.
+    public var secondsLeft: UInt64 { UInt64(max(secondsSinceEpoch - Deadline.now, 0)) }
+
+    public static func < (lhs: Deadline, rhs: Deadline) -> Bool { lhs.secondsSinceEpoch < rhs.secondsSinceEpoch }
+
+    static var now: Int64 { Int64(time(nil)) }
+}
+
+/// Exact deadlines, kept in the kernel beside the items: a keyring `kc.expiry` in the
+/// user keyring holds one `user` key per timed item, described by the item's serial,
+/// whose payload is the deadline in decimal seconds since the epoch, and which expires
+/// with the item. No kernel call reads a key's expiry back, and /proc/keys rounds it
+/// (13 days show as `1w`), so without this a new key made for an old item (a rename,
+/// an import) could only be given a shorter life.
+///
+/// A record is trusted only when it agrees with what /proc/keys shows for the item, so
+/// a timeout changed with `keyctl timeout` (or a serial reused) falls back to the
+/// rounded-down value. Records are best effort: if one cannot be written (a full key
+/// quota) the item is still stored and its deadline is the rounded one.
+internal enum DeadlineRecords {
+    static let keyringDescription = "kc.expiry"
+
+    /// Sets the item's kernel expiry to `seconds` from now (0: none) and records the
+    /// deadline. The kernel call is `keyctl_set_timeout` on the item; the record costs
+    /// a search, an `add_key`, a `keyctl_setperm` and a `keyctl_set_timeout`.
+    /// With `deadline` (a copy of another key's), that moment is recorded; `seconds`
+    /// must then be its time left.
+    static func setTimeout(_ seconds: UInt32, of item: KeySerial, deadline: Deadline? = nil) throws(KeyctlError) {
+        try item.setTimeout(seconds: seconds)
+        guard seconds > 0 else { return }
+        var recorded = Deadline.fromNow(seconds: UInt64(seconds))
+        if let deadline, deadline.secondsSinceEpoch <= recorded.secondsSinceEpoch { recorded = deadline }
+        record(recorded, seconds: seconds, for: item)
+    }
+
+    private static func record(_ deadline: Deadline, seconds: UInt32, for item: KeySerial) {
+        guard let ring = try? findOrCreateKeyring(described: keyringDescription, in: Anchor.user.serialForWriting()) else { return }
+        var text = Array(String(deadline.secondsSinceEpoch).utf8)
+        guard let record = try? text.withUnsafeBytes({ bytes throws(KeyctlError) in
+            try KeySerial.add(type: "user", description: String(item.rawValue), payload: bytes, into: ring)
+        }) else { return }
+        text.overwriteWithZeros()
+        try? record.setPermissions([.possessor(.all), .user([.view, .read, .search, .write, .setattr])])
+        try? record.setTimeout(seconds: seconds &+ 1 == 0 ? seconds : seconds + 1)
+    }
+
+    /// The item's deadline given what /proc/keys shows of it: the record's if it agrees,
+    /// else the earliest moment the rounded value allows. Nil for an item without expiry.
+    static func deadline(of item: KeySerial, shown expiry: ProcKeysEntry.Expiry) -> Deadline? {
+        let now = Deadline.now
+        switch expiry {
+        case .never:
+            return nil
+        case .expired:
+            return Deadline(secondsSinceEpoch: now)
+        case .within(let seconds, let unit):
+            let earliest = now + Int64(seconds)
+            if let recorded = recorded(for: item),
+               recorded >= earliest - 1, recorded <= earliest + Int64(unit) {
+                return Deadline(secondsSinceEpoch: recorded)
+            }
+            return Deadline(secondsSinceEpoch: earliest, isExact: seconds < 60)
+        }
+    }
+
+    private static func recorded(for item: KeySerial) -> Int64? {
+        guard let ring = try? SpecialKeyring.user.serial.search(type: "keyring", description: keyringDescription),
+              let record = try? ring.search(type: "user", description: String(item.rawValue)),
+              let text = try? record.withPayload(sizeHint: 32, { String(decoding: $0, as: UTF8.self) })
+        else { return nil }
+        return Int64(text)
+    }
+
+    /// Every item's deadline that /proc/keys shows, by serial (one read of /proc/keys).
+    static func shownExpiries() -> [KeySerial: ProcKeysEntry.Expiry] {
+        guard let text = readProcFile("/proc/keys") else { return [:] }
+        var result: [KeySerial: ProcKeysEntry.Expiry] = [:]
+        for entry in ProcKeysEntry.parse(text) { result[entry.serial] = entry.expiry }
+        return result
+    }
+
+    /// One item's deadline, reading /proc/keys.
+    static func deadline(of item: KeySerial) -> Deadline? {
+        guard let shown = shownExpiries()[item] else { return nil }
+        return deadline(of: item, shown: shown)
+    }
+}

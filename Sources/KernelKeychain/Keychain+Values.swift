@@ -5,28 +5,57 @@ import Foundation
 #endif
 
 extension Keychain {
-    /// The item as text; assigning stores it, assigning nil removes it.
+    /// The item as text; assigning stores it, assigning nil or `""` removes it.
     ///
-    /// Like KeychainAccess's subscripts, this cannot throw: a failed read is nil and a
-    /// failed write is dropped. Use ``string(forKey:)`` and ``set(_:forKey:)-(String,_)``
-    /// to see errors.
+    /// Like KeychainAccess's subscripts, this cannot throw: a failed read is nil. An
+    /// assignment never leaves the old value to be served: the kernel cannot hold an
+    /// empty value, so `""` removes the item (an emptied text field, as FXKeychain's
+    /// example apps assign), and a value that cannot be stored (over 32767 bytes, quota
+    /// full, ...) removes the old one too, so a read afterwards gives what was assigned
+    /// or nil, never a stale secret. Use ``set(_:forKey:)-(String,_)``, which throws and
+    /// changes nothing on failure, to see errors.
+    ///
+    /// The kernel calls are those of ``set(_:forKey:)-(String,_)`` (`add_key`), and
+    /// `keyctl_unlink` of ``remove(_:)`` for a removal.
     public subscript(key: String) -> String? {
         get { (try? string(forKey: key)) ?? nil }
         nonmutating set {
-            if let newValue { try? set(newValue, forKey: key) } else { _ = try? remove(key) }
+            guard let newValue, !newValue.isEmpty else { return assignRemoving(key) }
+            do { try set(newValue, forKey: key) } catch { assignRemoving(key) }
         }
     }
 
-    /// The item's bytes; assigning stores them, assigning nil removes the item.
+    /// The item's bytes; assigning stores them, assigning nil or `[]` removes the item.
+    ///
+    /// Assignment behaves as for the text subscript: a value that cannot be stored
+    /// removes the old one rather than leaving it to be served. Use
+    /// ``set(_:forKey:)-(Bytes,_)`` to see errors.
     public subscript(bytes key: String) -> [UInt8]? {
         get { (try? data(forKey: key)) ?? nil }
         nonmutating set {
-            if let newValue { try? set(newValue, forKey: key) } else { _ = try? remove(key) }
+            guard let newValue, !newValue.isEmpty else { return assignRemoving(key) }
+            do { try set(newValue, forKey: key) } catch { assignRemoving(key) }
         }
     }
 
-    /// Stores an `Encodable` value as JSON text.
+    /// The removal an assignment falls back to; it cannot throw either.
+    private func assignRemoving(_ key: String) {
+        _ = try? remove(key)
+    }
+
+    /// Stores an `Encodable` value as JSON text; nil (an `Optional` that is `.none`, even
+    /// when the caller is generic over the value's type) removes the item, as in Lockbox
+    /// and FXKeychain, rather than storing the text `null`.
+    ///
+    /// The kernel calls are those of ``set(_:forKey:)-(Bytes,_)``, or of ``remove(_:)``
+    /// for nil.
+    /// - Throws: ``KeychainError/decodingFailed(item:reason:)`` if the value cannot be
+    ///   encoded, and the errors of ``set(_:forKey:)-(Bytes,_)`` and ``remove(_:)``.
     public func set<Value: Encodable>(json value: Value, forKey key: String) throws(KeychainError) {
+        if let optional = value as? any OptionalValue, optional.isNone {
+            try remove(key)
+            return
+        }
         let encoded: Data
         do {
             encoded = try JSONEncoder().encode(value)
@@ -49,6 +78,22 @@ extension Keychain {
             return try JSONDecoder().decode(type, from: Data(bytes))
         } catch {
             throw .decodingFailed(item: key, reason: "the value is not JSON of type \(type): \(error)")
+        }
+    }
+}
+
+/// An `Optional` seen through a generic parameter, so ``Keychain/set(json:forKey:)`` can
+/// tell nil from a value.
+private protocol OptionalValue {
+    /// Whether this is nil, looking through nested optionals (`.some(nil)` is nil too).
+    var isNone: Bool { get }
+}
+
+extension Optional: OptionalValue {
+    fileprivate var isNone: Bool {
+        switch self {
+        case .none: true
+        case .some(let wrapped): (wrapped as? any OptionalValue)?.isNone ?? false
         }
     }
 }

@@ -1,0 +1,88 @@
+import Foundation
+import KCTestSupport
+import KernelKeychain
+import XCTest
+
+/// What users of FXKeychain, Lockbox and KeychainAccess rely on when they switch: the
+/// subscripts and `set(json:)` never leave a stale secret behind, and errors read well
+/// wherever Foundation shows them.
+final class WrapperPromisesTests: KeyringTestCase {
+    private struct Credentials: Codable, Equatable {
+        var user: String
+        var port: Int
+    }
+
+    func testAssigningAnEmptyStringRemovesTheItem() throws {
+        var keychain = try Keychain(service: uniqueService())
+        keychain["token"] = "old secret"
+        keychain["token"] = ""  // an emptied text field, as in FXKeychain's example apps
+        XCTAssertNil(keychain["token"], "the old secret is not served after assigning \"\"")
+        XCTAssertFalse(try keychain.contains("token"))
+    }
+
+    func testAssigningNoBytesRemovesTheItem() throws {
+        var keychain = try Keychain(service: uniqueService())
+        keychain[bytes: "blob"] = [0x01, 0x02]
+        keychain[bytes: "blob"] = []
+        XCTAssertNil(keychain[bytes: "blob"])
+        XCTAssertFalse(try keychain.contains("blob"))
+    }
+
+    func testAnOversizeAssignmentRemovesTheOldValueInsteadOfServingIt() throws {
+        var keychain = try Keychain(service: uniqueService())
+        keychain["token"] = "old secret"
+        keychain["token"] = String(repeating: "x", count: KeychainError.maximumValueSize + 1)
+        XCTAssertNil(keychain["token"], "a write that cannot be stored leaves no stale value")
+        XCTAssertFalse(try keychain.contains("token"))
+
+        keychain[bytes: "blob"] = [0x01]
+        keychain[bytes: "blob"] = [UInt8](repeating: 0x78, count: KeychainError.maximumValueSize + 1)
+        XCTAssertNil(keychain[bytes: "blob"])
+
+        keychain["edge"] = String(repeating: "y", count: KeychainError.maximumValueSize)
+        XCTAssertEqual(keychain["edge"]?.utf8.count, KeychainError.maximumValueSize, "the largest value still fits")
+    }
+
+    func testTheThrowingSettersStillRefuseEmptyValuesAndKeepTheOldOne() throws {
+        let keychain = try Keychain(service: uniqueService())
+        try keychain.set("old", forKey: "token")
+        XCTAssertThrowsError(try keychain.set("", forKey: "token")) { error in
+            XCTAssertEqual(error as? KeychainError, .emptyValue)
+        }
+        XCTAssertEqual(try keychain.string(forKey: "token"), "old", "a throwing write that failed changes nothing")
+    }
+
+    func testSettingNilJSONRemovesTheItem() throws {
+        let keychain = try Keychain(service: uniqueService())
+        try keychain.set(json: Credentials(user: "deploy", port: 5432), forKey: "db")
+        try keychain.set(json: nil as Credentials?, forKey: "db")
+        XCTAssertFalse(try keychain.contains("db"), "nil removes the item, as in Lockbox and FXKeychain")
+        XCTAssertNil(try keychain.data(forKey: "db"), "not the four bytes null")
+
+        // Through generic code that does not know its value is optional.
+        func save<Value: Encodable>(_ value: Value, as key: String) throws { try keychain.set(json: value, forKey: key) }
+        try keychain.set(json: Credentials(user: "u", port: 1), forKey: "generic")
+        try save(nil as Credentials?, as: "generic")
+        XCTAssertFalse(try keychain.contains("generic"))
+        try save(Credentials??.some(nil), as: "generic")
+        XCTAssertFalse(try keychain.contains("generic"), "a nested nil is nil too")
+
+        // Removing what is not there is not an error.
+        try keychain.set(json: nil as Credentials?, forKey: "never")
+
+        let present: Credentials? = Credentials(user: "ops", port: 22)
+        try keychain.set(json: present, forKey: "db")
+        XCTAssertEqual(try keychain.json(Credentials.self, forKey: "db"), present, "a present optional stores its value")
+    }
+
+    func testNamesCompareByteForByte() throws {
+        let keychain = try Keychain(service: uniqueService())
+        let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
+        XCTAssertEqual(composed, decomposed, "Swift's == calls them equal")
+        try keychain.set("composed", forKey: composed)
+        try keychain.set("decomposed", forKey: decomposed)
+        XCTAssertEqual(try keychain.string(forKey: composed), "composed")
+        XCTAssertEqual(try keychain.string(forKey: decomposed), "decomposed")
+        XCTAssertEqual(try keychain.allKeys().count, 2, "two items, as the kernel compares bytes")
+    }
+}

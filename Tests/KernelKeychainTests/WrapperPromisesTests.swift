@@ -75,6 +75,20 @@ final class WrapperPromisesTests: KeyringTestCase {
         XCTAssertEqual(try keychain.json(Credentials.self, forKey: "db"), present, "a present optional stores its value")
     }
 
+    func testLocalizedDescriptionIsTheOneLineDescription() throws {
+        var errors: [KeychainError] = [.emptyValue, .valueTooLarge(size: 40000), .serviceRequired]
+        do {
+            _ = try Keychain(service: "a/b")
+            XCTFail("a service name with '/' is refused")
+        } catch {
+            errors.append(error)
+        }
+        for error in errors {
+            XCTAssertEqual((error as any Error).localizedDescription, error.description)
+            XCTAssertEqual(error.localizedDescription, error.description)
+        }
+    }
+
     func testNamesCompareByteForByte() throws {
         let keychain = try Keychain(service: uniqueService())
         let composed = "caf\u{E9}", decomposed = "cafe\u{301}"

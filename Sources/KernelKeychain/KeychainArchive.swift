@@ -53,8 +53,8 @@ public enum KeychainArchive {
         return (try? Array(encoder.encode(archive))).map { $0 + [UInt8(ascii: "\n")] } ?? []
     }
 
-    /// Parses and checks a whole archive: every name, value, level and timeout, so an
-    /// import can refuse a bad file before it writes anything.
+    /// Parses and checks a whole archive: every name, value, level and timeout, and that
+    /// no item is named twice, so an import can refuse a bad file before it writes anything.
     public static func decodeJSON(_ bytes: [UInt8]) throws(ArchiveError) -> [ExportedItem] {
         let archive: Archive
         do {
@@ -70,7 +70,29 @@ public enum KeychainArchive {
         guard archive.version == version else {
             throw ArchiveError(location: "version", problem: "is \(archive.version); this kc reads version \(version)")
         }
-        return archive.items.map(\.item)
+        let items = archive.items.map(\.item)
+        try refuseDuplicates(items)
+        return items
+    }
+
+    /// An archive that names one item twice leaves which value wins to a guess, so it is
+    /// refused whole, as a dotenv file that sets a name twice is. Names are compared byte
+    /// for byte, as the kernel compares key descriptions: NFC and NFD "café" are two
+    /// items, though Swift's `==` calls them equal.
+    private static func refuseDuplicates(_ items: [ExportedItem]) throws(ArchiveError) {
+        struct Identity: Hashable {
+            var service: [UInt8]
+            var name: [UInt8]
+        }
+        var firstIndex: [Identity: Int] = [:]
+        for (index, item) in items.enumerated() {
+            let identity = Identity(service: Array(item.service.utf8), name: Array(item.name.utf8))
+            if let first = firstIndex[identity] {
+                throw ArchiveError(location: "items[\(index)]", problem:
+                    "names item '\(item.service)/\(item.name)' again (first in items[\(first)]); remove one of them")
+            }
+            firstIndex[identity] = index
+        }
     }
 
     private struct Archive: Codable {

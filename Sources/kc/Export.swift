@@ -73,7 +73,8 @@ extension KC {
             abstract: "Restore items from 'kc export' output (JSON or dotenv) on standard input.",
             discussion: """
             The whole input is checked before anything is written: a malformed file is
-            rejected with the JSON path or line of the fault, and nothing is imported.
+            rejected with the JSON path or line of the fault, and nothing is imported;
+            so is one that names an item (service and name, byte for byte) twice.
             Levels and time left are restored. An existing item is replaced only with
             --overwrite; otherwise it is kept and reported. --dry-run lists what would
             happen (add, replace, keep) and changes nothing.
@@ -135,7 +136,9 @@ extension KC {
             case .json:
                 let items = try KeychainArchive.decodeJSON(input)
                 guard let service else { return items }
-                return items.filter { $0.service == service }
+                // Byte for byte, as the kernel compares names (String's == would take
+                // the NFD spelling of a service for its NFC one).
+                return items.filter { $0.service.utf8.elementsEqual(service.utf8) }
             case .env:
                 guard let text = String(validating: input, as: UTF8.self) else {
                     throw ArchiveError(location: "(input)", problem: "is not UTF-8 text")

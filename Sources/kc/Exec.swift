@@ -19,7 +19,8 @@ extension KC {
             exits, however it exits, and a directory left by a killed kc is removed by
             the next 'kc exec'. Signals sent to kc are passed to the command, and kc
             exits with the command's status. Secrets never appear in kc's own argv or
-            environment.
+            environment. Values, the command's arguments and the environment kc
+            inherits reach the command as exact bytes, UTF-8 or not.
 
               kc exec --service com.example.db --env -- psql
               kc exec --service deploy --files -- sh -c 'cat "$CREDENTIALS_DIRECTORY/token"'
@@ -52,7 +53,10 @@ extension KC {
         }
 
         func run() throws {
-            let argv = command.first == "--" ? Array(command.dropFirst()) : command
+            // Bytes, not the parsed Strings: an argument that is not UTF-8 reaches the
+            // command as the caller wrote it.
+            let parsed = rawTrailingArguments(matching: command)
+            let argv = command.first == "--" ? Array(parsed.dropFirst()) : parsed
             guard !argv.isEmpty else {
                 standardError("kc: give the command to run after --; see 'kc exec --help'")
                 throw ExitStatus.usage
@@ -60,23 +64,25 @@ extension KC {
             var secrets = try collectItems()
             defer { for index in secrets.indices { secrets[index].value.overwriteWithZeros() } }
 
-            var environment = currentEnvironment()
+            var environment = ChildEnvironment.inherited()
+            defer { environment.overwriteWithZeros() }
             if env {
                 for (name, item) in try environmentNames(for: secrets) {
                     guard !item.value.contains(0) else {
                         standardError("kc: item '\(item.name)' of '\(item.service)' contains a NUL byte and cannot be an environment variable; use --files")
                         throw ExitStatus.failure
                     }
-                    environment[name] = String(decoding: item.value, as: UTF8.self)
+                    environment.set(name, to: item.value)
                 }
             }
             var directory: CredentialsDirectory? = nil
             if files {
                 CredentialsDirectory.removeStale()
-                directory = try CredentialsDirectory.create(with: secrets)
-                environment["CREDENTIALS_DIRECTORY"] = directory?.path
+                let created = try CredentialsDirectory.create(with: secrets)
+                directory = created
+                environment.set("CREDENTIALS_DIRECTORY", to: created.path.utf8)
             }
-            let status = runSupervised(argv, environment: environment)
+            let status = runSupervised(argv, environment: &environment)
             directory?.remove()
             switch status {
             case .exited(let code):
@@ -91,7 +97,7 @@ extension KC {
                 kill(getpid(), signal)
                 throw ExitCode(128 + signal)
             case .failedToStart(let error):
-                standardError("kc: cannot run '\(argv[0])': \(String(cString: strerror(error)))")
+                standardError("kc: cannot run '\(String(decoding: argv[0], as: UTF8.self))': \(String(cString: strerror(error)))")
                 throw ExitCode(127)
             }
         }
@@ -152,15 +158,25 @@ func environmentName(for item: String) -> String {
     return name
 }
 
-func currentEnvironment() -> [String: String] {
-    var result: [String: String] = [:]
-    var pointer = environ
-    while let entry = pointer.pointee {
-        let text = String(cString: entry)
-        if let equals = text.firstIndex(of: "=") {
-            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-        }
-        pointer += 1
+/// The arguments that follow kc's own in its raw argv, byte for byte: the last
+/// `parsed.count` of `CommandLine.unsafeArgv`. ArgumentParser hands the command over as
+/// `String`s, in which bytes that are not UTF-8 became U+FFFD; these are what the caller
+/// passed.
+///
+/// `parsed` is what ArgumentParser captured for them. Captured arguments are a verbatim
+/// suffix of argv, so each matches its raw bytes, decoded; if they ever did not, the
+/// parsed text is used rather than a guess at which raw argument was meant.
+func rawTrailingArguments(matching parsed: [String]) -> [[UInt8]] {
+    let fallback = parsed.map { Array($0.utf8) }
+    let argc = Int(CommandLine.argc)
+    guard parsed.count < argc else { return fallback }
+    var raw: [[UInt8]] = []
+    for index in (argc - parsed.count)..<argc {
+        guard let argument = CommandLine.unsafeArgv[index] else { return fallback }
+        raw.append(cStringBytes(argument))
     }
-    return result
+    for (bytes, text) in zip(raw, parsed) where !String(decoding: bytes, as: UTF8.self).utf8.elementsEqual(text.utf8) {
+        return fallback
+    }
+    return raw
 }

@@ -13,11 +13,12 @@ enum ChildStatus {
 private let forwardedSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH]
 
 /// Runs `argv` (found on PATH) with exactly `environment`, passing on the signals kc
-/// receives, and waits for it. The signals are blocked and taken with `sigwaitinfo`,
-/// so no handler or global state is needed; the child starts with kc's original
-/// signal mask and default dispositions. The environment strings, which may hold
-/// secrets, are zeroed once the child has its copy.
-func runSupervised(_ argv: [String], environment: [String: String]) -> ChildStatus {
+/// receives, and waits for it. Arguments and environment are bytes, handed over
+/// unchanged. The signals are blocked and taken with `sigwaitinfo`, so no handler or
+/// global state is needed; the child starts with kc's original signal mask and default
+/// dispositions. The environment, which may hold secrets, is zeroed (kc's C copy and
+/// `environment` itself) once the child has its copy.
+func runSupervised(_ argv: [[UInt8]], environment: inout ChildEnvironment) -> ChildStatus {
     var waited = sigset_t()
     sigemptyset(&waited)
     for signal in forwardedSignals + [SIGCHLD] { sigaddset(&waited, signal) }
@@ -35,15 +36,23 @@ func runSupervised(_ argv: [String], environment: [String: String]) -> ChildStat
     posix_spawnattr_setsigdefault(&attributes, &defaults)
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
-    let arguments: [UnsafeMutablePointer<CChar>?] = argv.map { (text: String) in strdup(text) } + [nil]
-    let variables: [UnsafeMutablePointer<CChar>?] = environment.map { (name, value) in strdup("\(name)=\(value)") } + [nil]
+    let arguments = cStrings(argv)
+    let variables = cStrings(environment.entries)
     var pid: pid_t = 0
-    let spawned = posix_spawnp(&pid, argv[0], nil, &attributes, arguments, variables)
+    let spawned: Int32
+    if arguments.dropLast().contains(nil) || variables.dropLast().contains(nil) {
+        spawned = ENOMEM  // a copy could not be allocated: run nothing rather than less
+    } else if let program = arguments.first ?? nil {
+        spawned = posix_spawnp(&pid, program, nil, &attributes, arguments, variables)
+    } else {
+        spawned = ENOENT
+    }
     arguments.forEach { free($0) }
     for variable in variables {
         if let variable { memset(variable, 0, strlen(variable)) }
         free(variable)
     }
+    environment.overwriteWithZeros()
     guard spawned == 0 else { return .failedToStart(spawned) }
 
     while true {
@@ -62,4 +71,18 @@ func runSupervised(_ argv: [String], environment: [String: String]) -> ChildStat
         if terminatingSignal == 0 { return .exited((status >> 8) & 0xff) }
         if terminatingSignal != 0x7f { return .signalled(terminatingSignal) }
     }
+}
+
+/// A NULL-terminated array of C strings holding exactly `strings`' bytes, for
+/// `posix_spawn`; the caller frees each. A string must not contain NUL (it would end
+/// early). An element is nil where the copy could not be allocated.
+private func cStrings(_ strings: [[UInt8]]) -> [UnsafeMutablePointer<CChar>?] {
+    strings.map { bytes -> UnsafeMutablePointer<CChar>? in
+        guard let copy = malloc(bytes.count + 1)?.assumingMemoryBound(to: CChar.self) else { return nil }
+        bytes.withUnsafeBytes { source in
+            if let base = source.baseAddress { memcpy(copy, base, bytes.count) }
+        }
+        copy[bytes.count] = 0
+        return copy
+    } + [nil]
 }

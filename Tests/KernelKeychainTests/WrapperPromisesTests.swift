@@ -13,7 +13,7 @@ final class WrapperPromisesTests: KeyringTestCase {
     }
 
     func testAssigningAnEmptyStringRemovesTheItem() throws {
-        var keychain = try Keychain(service: uniqueService())
+        let keychain = try Keychain(service: uniqueService())
         keychain["token"] = "old secret"
         keychain["token"] = ""  // an emptied text field, as in FXKeychain's example apps
         XCTAssertNil(keychain["token"], "the old secret is not served after assigning \"\"")
@@ -21,7 +21,7 @@ final class WrapperPromisesTests: KeyringTestCase {
     }
 
     func testAssigningNoBytesRemovesTheItem() throws {
-        var keychain = try Keychain(service: uniqueService())
+        let keychain = try Keychain(service: uniqueService())
         keychain[bytes: "blob"] = [0x01, 0x02]
         keychain[bytes: "blob"] = []
         XCTAssertNil(keychain[bytes: "blob"])
@@ -29,7 +29,7 @@ final class WrapperPromisesTests: KeyringTestCase {
     }
 
     func testAnOversizeAssignmentRemovesTheOldValueInsteadOfServingIt() throws {
-        var keychain = try Keychain(service: uniqueService())
+        let keychain = try Keychain(service: uniqueService())
         keychain["token"] = "old secret"
         keychain["token"] = String(repeating: "x", count: KeychainError.maximumValueSize + 1)
         XCTAssertNil(keychain["token"], "a write that cannot be stored leaves no stale value")

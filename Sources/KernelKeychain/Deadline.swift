@@ -113,3 +113,39 @@ internal enum DeadlineRecords {
         return deadline(of: item, shown: shown)
     }
 }
+
+extension KeySerial {
+    /// A new `user` key holding `bytes`, made whole before anyone can see it: in the
+    /// thread keyring, with `original`'s group and permissions and the deadline
+    /// (recorded). Place it with ``place(in:)``.
+    static func prepare(_ bytes: UnsafeRawBufferPointer, named name: String, like original: KeyDescription,
+                        until deadline: Deadline) throws(KeyctlError) -> KeySerial {
+        let thread = SpecialKeyring.thread.serial
+        let fresh = try KeySerial.add(type: "user", description: name, payload: bytes, into: thread)
+        do {
+            if original.gid != getegid() { try fresh.setGroup(original.gid) }
+            try fresh.setPermissions(original.permissions)
+            let seconds = UInt32(clamping: max(deadline.secondsLeft, 1))
+            try DeadlineRecords.setTimeout(seconds, of: fresh, deadline: deadline)
+        } catch {
+            try? fresh.unlink(from: thread)
+            throw error
+        }
+        return fresh
+    }
+
+    /// Moves a key made by ``prepare(_:named:like:until:)`` into `ring`, displacing the
+    /// key of the same name there in one step. False (and the key dropped) if the ring
+    /// is gone.
+    func place(in ring: KeySerial) throws(KeyctlError) -> Bool {
+        let thread = SpecialKeyring.thread.serial
+        do {
+            try move(from: thread, to: ring, exclusive: false)
+            return true
+        } catch {
+            try? unlink(from: thread)
+            if error.meansKeyIsGone { return false }
+            throw error
+        }
+    }
+}

@@ -30,7 +30,7 @@ extension Keychain {
                 // An item can expire between the listing and the read: leave it out.
                 guard let value = try keychain.data(forKey: item.name) else { continue }
                 exported.append(ExportedItem(service: service, name: item.name, level: accessibility.level,
-                                             secondsLeft: item.secondsLeft, value: value))
+                                             deadline: item.deadline, value: value))
             }
         }
         return (exported, skipped)
@@ -47,15 +47,16 @@ extension Keychain {
     }
 
     /// Imports `items` (already checked whole: see ``KeychainArchive/decodeJSON(_:)`` and
-    /// ``DotEnv/parse(_:)``), restoring level and time left. An existing item is
-    /// replaced only with `overwrite`. Returns what was done.
+    /// ``DotEnv/parse(_:)``), restoring level and deadline. An existing item is
+    /// replaced only with `overwrite`. An item whose deadline has passed is not
+    /// imported (it would already have expired). Returns what was done.
     @discardableResult
     public static func importItems(_ items: [ExportedItem], overwrite: Bool) throws(KeychainError) -> [ImportStep] {
         let steps = try planImport(items, overwrite: overwrite)
         for step in steps where step.action != .keep {
-            let timeout: Duration? = step.item.secondsLeft.map { .seconds($0) }
-            try Keychain(service: step.item.service, accessibility: Accessibility(level: step.item.level, thisDeviceOnly: false),
-                         timeout: timeout).set(step.item.value, forKey: step.item.name)
+            if let deadline = step.item.deadline, deadline.secondsLeft == 0 { continue }
+            try Keychain(service: step.item.service, accessibility: Accessibility(level: step.item.level, thisDeviceOnly: false))
+                .set(step.item.value, forKey: step.item.name, until: step.item.deadline)
         }
         return steps
     }

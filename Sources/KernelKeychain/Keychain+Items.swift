@@ -43,13 +43,17 @@ extension Keychain {
         return DeadlineRecords.deadline(of: located.item)
     }
 
-    /// Replaces the value of an existing item in place, keeping everything else about
-    /// it exactly: its level, device-only flag, deadline, owner and sharing. Returns
-    /// false, storing nothing, if there is no such item. This is a save of a file, where
+    /// Replaces the value of an existing item, keeping everything else about it
+    /// exactly: its level, device-only flag, deadline, owner and sharing. Returns false,
+    /// storing nothing, if there is no such item. This is a save of a file, where
     /// ``set(_:forKey:)-(Bytes,_)`` is a store at this keychain's level and timeout.
     ///
-    /// The kernel call is `keyctl_update` on the item's key (which keeps its expiry);
-    /// it needs write permission, which kc's items grant their owner.
+    /// An item without expiry is updated in place (`keyctl_update`, which needs write
+    /// permission: kc's items grant it to their owner). The kernel's update of a `user`
+    /// key also clears its expiry, so an item with a deadline is replaced by a new key
+    /// made whole first (value, permissions, the same deadline) in the thread keyring
+    /// and moved over the old one (`keyctl_move`, which displaces it atomically): the
+    /// secret is never without its deadline, even if the process is killed midway.
     @discardableResult
     public func replace<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: String) throws(KeychainError) -> Bool {
         try validateName(key, as: .item)
@@ -61,13 +65,19 @@ extension Keychain {
         if case .anyService = scope { throw .serviceRequired }
         guard let located = try locate(key, in: scope) else { return false }
         if case .shared(let shared) = scope, !shared.sharing.isGroupWritable { throw .sharedReadOnly(shared) }
-        let updated = copy.withUnsafeBytes { bytes in
-            Result { () throws(KeyctlError) in
-                try unlessGone { () throws(KeyctlError) in try located.item.update(payload: bytes) }
+        let deadline = DeadlineRecords.deadline(of: located.item)
+        let replaced = copy.withUnsafeBytes { bytes in
+            Result { () throws(KeyctlError) -> Bool in
+                guard let deadline else {
+                    return try unlessGone { () throws(KeyctlError) in try located.item.update(payload: bytes) } != nil
+                }
+                guard let info = try unlessGone({ () throws(KeyctlError) in try located.item.describe() }) else { return false }
+                let fresh = try KeySerial.prepare(bytes, named: key, like: info, until: deadline)
+                return try fresh.place(in: located.ring)
             }
         }
-        switch updated {
-        case .success(let done): return done != nil
+        switch replaced {
+        case .success(let done): return done
         case .failure(let error): throw KeychainError(error)
         }
     }

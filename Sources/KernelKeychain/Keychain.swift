@@ -312,7 +312,12 @@ public struct Keychain: Sendable, Hashable {
 
     /// The names of every service that has a keyring at any accessibility, sorted.
     public static func services() throws(KeychainError) -> [String] {
-        Set(try ServiceKeyring.everywhere().map(\.name)).sorted()
+        // Byte for byte, as the kernel compares descriptions: Swift's `==` would merge
+        // the NFC and NFD spellings of one name, which are two services.
+        var seen = Set<[UInt8]>()
+        return try ServiceKeyring.everywhere().map(\.name)
+            .filter { seen.insert(Array($0.utf8)).inserted }
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
     }
 
     // MARK: Internals
@@ -414,9 +419,23 @@ public struct Keychain: Sendable, Hashable {
         let sharing = try sharingForWrite(rings: rings.map(\.serial))
         try gather(key, into: home, from: rings)
         do throws(KeyctlError) {
-            let item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home.serial)
+            let item: KeySerial
+            if seconds > 0 {
+                // Made whole with its deadline before it is placed: an update would
+                // leave the value without expiry until the timeout is set again.
+                let like = KeyDescription(type: "user", uid: geteuid(), gid: sharing?.group.gid ?? getegid(),
+                                          permissions: sharing?.permissions ?? .ownerOnly, description: key)
+                let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline ?? .fromNow(seconds: UInt64(seconds)))
+                guard try fresh.place(in: home.serial) else { return }
+                item = fresh
+            } else {
+                item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home.serial)
+            }
             do throws(KeyctlError) {
-                if let sharing { try Sharing.apply(sharing, to: item) } else { try item.setPermissions(.ownerOnly) }
+                if seconds == 0 {
+                    if let sharing { try Sharing.apply(sharing, to: item) } else { try item.setPermissions(.ownerOnly) }
+                    try item.setTimeout(seconds: 0)
+                }
                 // A share or unshare of the service may have run since its sharing was
                 // read: the item follows its keyring as it is now. (Unshare changes the
                 // keyring before the items, and share goes over the items again after
@@ -424,7 +443,6 @@ public struct Keychain: Sendable, Hashable {
                 // its keyring.)
                 let now = Sharing(try home.serial.describe())
                 if now != sharing { try Sharing.apply(now, to: item) }
-                try DeadlineRecords.setTimeout(seconds, of: item, deadline: deadline)
             } catch {
                 // Another process removed the item between add_key and here: this set
                 // happened, then that removal did (found by the soak test). A removed

@@ -9,16 +9,25 @@ public struct ExportedItem: Sendable, Hashable {
     public var service: String
     public var name: String
     public var level: Accessibility.Level
-    /// The kernel expiry left when exported (restored on import); nil for none.
-    public var secondsLeft: UInt64?
+    /// When the item expires (restored on import, so an export and import never make
+    /// it live longer, however far apart); nil for no expiry.
+    public var deadline: Deadline?
     public var value: [UInt8]
 
-    public init(service: String, name: String, level: Accessibility.Level, secondsLeft: UInt64?, value: [UInt8]) {
+    /// The expiry left now; nil for none.
+    public var secondsLeft: UInt64? { deadline?.secondsLeft }
+
+    public init(service: String, name: String, level: Accessibility.Level, deadline: Deadline?, value: [UInt8]) {
         self.service = service
         self.name = name
         self.level = level
-        self.secondsLeft = secondsLeft
+        self.deadline = deadline
         self.value = value
+    }
+
+    /// An item whose expiry is counted from now.
+    public init(service: String, name: String, level: Accessibility.Level, secondsLeft: UInt64?, value: [UInt8]) {
+        self.init(service: service, name: name, level: level, deadline: secondsLeft.map(Deadline.fromNow(seconds:)), value: value)
     }
 }
 
@@ -40,7 +49,10 @@ public struct ArchiveError: Error, Sendable, Equatable, CustomStringConvertible 
 ///
 ///     {"format": "kc-export", "version": 1,
 ///      "items": [{"service": "com.x", "name": "token", "access": "when-unlocked",
-///                 "secondsLeft": null, "value": "<base64 of the exact bytes>"}]}
+///                 "secondsLeft": null, "expiresAt": null, "value": "<base64 of the exact bytes>"}]}
+///
+/// `expiresAt` (seconds since the epoch) is the deadline an import restores; an archive
+/// without it (kc before 0.3, or written by hand) counts `secondsLeft` from the import.
 public enum KeychainArchive {
     public static let formatName = "kc-export"
     public static let version = 1
@@ -106,7 +118,7 @@ public enum KeychainArchive {
 
         init(_ item: ExportedItem) { self.item = item }
 
-        enum CodingKeys: String, CodingKey { case service, name, access, secondsLeft, value }
+        enum CodingKeys: String, CodingKey { case service, name, access, secondsLeft, expiresAt, value }
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -135,7 +147,13 @@ public enum KeychainArchive {
                 throw DecodingError.dataCorruptedError(forKey: .value, in: container, debugDescription:
                     "holds \(data.count) bytes; a value is 1-\(KeychainError.maximumValueSize) bytes")
             }
-            item = ExportedItem(service: service, name: name, level: level, secondsLeft: secondsLeft, value: Array(data))
+            let expiresAt = try container.decodeIfPresent(Int64.self, forKey: .expiresAt)
+            if let expiresAt, expiresAt <= 0 {
+                throw DecodingError.dataCorruptedError(forKey: .expiresAt, in: container, debugDescription:
+                    "must be null or seconds since the epoch")
+            }
+            let deadline = expiresAt.map { Deadline(secondsSinceEpoch: $0) } ?? secondsLeft.map(Deadline.fromNow(seconds:))
+            item = ExportedItem(service: service, name: name, level: level, deadline: deadline, value: Array(data))
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -144,6 +162,7 @@ public enum KeychainArchive {
             try container.encode(item.name, forKey: .name)
             try container.encode(item.level.rawValue, forKey: .access)
             try container.encode(item.secondsLeft, forKey: .secondsLeft)
+            try container.encode(item.deadline?.secondsSinceEpoch, forKey: .expiresAt)
             try container.encode(Data(item.value).base64EncodedString(), forKey: .value)
         }
     }

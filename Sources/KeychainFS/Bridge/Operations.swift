@@ -231,6 +231,11 @@ func keychainOperations() -> fuse_lowlevel_ops {
     operations.rmdir = { request, parent, name in
         answer(request) { bridge throws(FilesystemError) in try bridge.rmdir(parent: parent, name: string(name) ?? "") }
     }
+    // Symlinks, hard links and special files have no meaning in a keychain: refused
+    // with EPERM (as a filesystem that cannot hold them answers), not ENOSYS.
+    operations.symlink = { request, _, _, _ in answer(request) { _ in .error(.notPermitted) } }
+    operations.link = { request, _, _, _ in answer(request) { _ in .error(.notPermitted) } }
+    operations.mknod = { request, _, _, _, _ in answer(request) { _ in .error(.notPermitted) } }
     operations.opendir = { request, number, fileInfo in
         answer(request, fileInfo) { bridge throws(FilesystemError) in try bridge.opendir(number) }
     }

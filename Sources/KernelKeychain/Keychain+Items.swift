@@ -20,8 +20,10 @@ extension Keychain {
     public func item(_ key: String) throws(KeychainError) -> KeychainItem? {
         try validateName(key, as: .item)
         for ring in try listedRings() {
+            // A member's search of a shared ring is refused when it was unshared meanwhile.
+            let found = ring.accessibility == nil ? try? ring.serial.search(type: "user", description: key) : try search(ring: ring.serial, for: key)
             do throws(KeyctlError) {
-                guard let serial = try ring.serial.search(type: "user", description: key),
+                guard let serial = found ?? nil,
                       let size = try unlessGone({ () throws(KeyctlError) in try serial.payloadSize() })
                 else { continue }
                 let owner = (try? serial.describe().uid) ?? ring.owner

@@ -266,7 +266,7 @@ public struct Keychain: Sendable, Hashable {
         var expiries: [KeySerial: ProcKeysEntry.Expiry]? = nil
         for ring in try listedRings() {
             for (serial, info) in try userKeys(in: ring) {
-                guard let size = try? serial.payloadSize() else { continue }
+                guard let size = Self.size(of: serial) else { continue }
                 if expiries == nil { expiries = DeadlineRecords.shownExpiries() }
                 let deadline = expiries?[serial].flatMap { DeadlineRecords.deadline(of: serial, shown: $0) }
                 found.append(KeychainItem(
@@ -291,6 +291,14 @@ public struct Keychain: Sendable, Hashable {
         case .own(let service):
             return try ServiceKeyring.rings(of: service, startingWith: accessibility).map { ListedRing(service: service, ring: $0) }
         }
+    }
+
+    /// The size of a listed item; nil if it vanished. Like ``search(ring:for:)``, a key
+    /// readable only by a possessor makes the user keyring possessed and is read again.
+    private static func size(of item: KeySerial) -> Int? {
+        if let size = try? item.payloadSize() { return size }
+        guard (try? Anchor.user.serialForWriting()) != nil else { return nil }
+        return try? item.payloadSize()
     }
 
     /// The `user` keys linked in a ring, described. A key that expired is unlinked.
@@ -359,9 +367,23 @@ public struct Keychain: Sendable, Hashable {
         }
     }
 
-    private func search(ring: KeySerial, for key: String) throws(KeychainError) -> KeySerial? {
+    /// Searches one service keyring for the item.
+    ///
+    /// A key that `keyctl add` put there keeps keyctl's default mask (possessor: all;
+    /// owner: view only), so only a possessor may search and read it. A service under
+    /// the user keyring is possessed only if that keyring is reachable from this
+    /// thread's keyrings, which a fresh session or a service does not give; on EACCES
+    /// the user keyring is linked into the thread keyring (as writes do) and the search
+    /// is made again. Such keys are still the caller's own.
+    internal func search(ring: KeySerial, for key: String) throws(KeychainError) -> KeySerial? {
+        let attempt = { () throws(KeyctlError) -> KeySerial? in
+            try unlessGone { () throws(KeyctlError) in try ring.search(type: "user", description: key) } ?? nil
+        }
         do {
-            return try unlessGone { () throws(KeyctlError) in try ring.search(type: "user", description: key) } ?? nil
+            return try attempt()
+        } catch where error.errno == .permissionDenied {
+            guard (try? Anchor.user.serialForWriting()) != nil else { throw KeychainError(error) }
+            do { return try attempt() } catch { throw KeychainError(error) }
         } catch {
             throw KeychainError(error)
         }

@@ -106,7 +106,7 @@ final class FuseBridge: Sendable {
         return .open(handle: handles.add(file), directIO: true, noFlush: !writable)
     }
 
-    func create(parent: UInt64, name: String, caller: Int32) throws(FilesystemError) -> Reply {
+    func create(parent: UInt64, name: String, flags: Int32 = O_WRONLY, caller: Int32) throws(FilesystemError) -> Reply {
         if filesystem.configuration.readOnly { throw FilesystemError(.readOnlyFileSystem) }
         let child = try filesystem.child(of: node(parent), named: name)
         if child.isShared { throw FilesystemError(.readOnlyFileSystem) }
@@ -116,7 +116,7 @@ final class FuseBridge: Sendable {
         try filesystem.checkRoom(forNewItem: child)
         // The item is stored when the file is closed; until then stat shows the copy.
         let newItem = handles.pending(child).first(where: { $0.newItem != nil })?.newItem ?? filesystem.newItemAttributes(for: child)
-        let pending = PendingWrite(node: child, bytes: [], dirty: true, newItem: newItem)
+        let pending = PendingWrite(node: child, bytes: [], dirty: true, newItem: newItem, appends: flags & O_APPEND != 0)
         let handle = handles.add(OpenFile(writing: pending, opener: threadGroup(of: caller)))
         let attributes = try filesystem.attributes(of: child, pendingSize: 0)
         return .create(number: inodes.remember(child), attributes: attributes, handle: handle)

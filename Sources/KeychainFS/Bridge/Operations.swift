@@ -195,7 +195,7 @@ func keychainOperations() -> fuse_lowlevel_ops {
     }
     operations.create = { request, parent, name, _, fileInfo in
         answer(request, fileInfo) { bridge throws(FilesystemError) in
-            try bridge.create(parent: parent, name: string(name) ?? "", caller: caller(request))
+            try bridge.create(parent: parent, name: string(name) ?? "", flags: fileInfo?.pointee.flags ?? O_WRONLY, caller: caller(request))
         }
     }
     operations.read = { request, _, size, offset, fileInfo in

@@ -1,0 +1,233 @@
+import Foundation
+import KCTestSupport
+import KernelKeychain
+import XCTest
+
+/// An item's deadline (its kernel expiry) is the user's: only an explicit `--timeout`
+/// or `user.kc.timeout` changes it. Saving, editing, moving to another level, renaming
+/// and an export/import cycle each keep it to within a second, and never lengthen it.
+///
+/// How the deadline is read: /proc/keys shows time left rounded down to a whole unit
+/// (`50s`, `59m`, `1h`, `6d`, `1w`), so under a minute it is exact; above, the tests
+/// check what kc reports (`kc ls --long --json` secondsLeft, `user.kc.timeout`) to the
+/// second, and that the kernel's rounded value agrees (13 days shows `1w`: a deadline
+/// cut to 7 days shows `6d` a second later; 1h59m shows `1h`, cut to 1 h it shows `59m`).
+final class DeadlineTests: KeyringTestCase {
+    private var fixture: MountFixture?
+
+    override func tearDownWithError() throws {
+        fixture?.unmount()
+        fixture = nil
+        try super.tearDownWithError()
+    }
+
+    private func mount() throws -> MountFixture {
+        if let fixture { return fixture }
+        let made = try MountFixture()
+        fixture = made
+        return made
+    }
+
+    private static let thirteenDays: Int64 = 13 * 86_400
+    private static let oneHourFiftyNine: Int64 = 3600 + 59 * 60
+
+    /// Where a deadline set at some moment lies: between the second before `kc set`
+    /// started and the second after it ended, plus the timeout.
+    private struct Deadline {
+        var earliest: Int64
+        var latest: Int64
+        var timeout: Int64
+    }
+
+    private func set(_ service: String, _ key: String, _ value: String, timeout: String, seconds: Int64,
+                     access: String = "when-unlocked", deviceOnly: Bool = false) throws -> Deadline {
+        let before = wallSeconds()
+        let result = try kc(["set", "--access", access, "--timeout", timeout] + (deviceOnly ? ["--this-device-only"] : [])
+                            + [service, key], input: Array(value.utf8))
+        let after = wallSeconds()
+        XCTAssertEqual(result.status, 0, "kc set --timeout \(timeout): \(result)")
+        return Deadline(earliest: before + seconds, latest: after + seconds, timeout: seconds)
+    }
+
+    /// kc's report of the time left must put the deadline within −2…+1 s of the one
+    /// set, and the kernel's rounded expiry must agree with that.
+    private func assertDeadline(_ service: String, _ key: String, is deadline: Deadline, after operation: String,
+                                file: StaticString = #filePath, line: UInt = #line) throws {
+        let before = wallSeconds()
+        let items = try listedItems(service, file: file, line: line)
+        let after = wallSeconds()
+        guard let item = items.first(where: { $0.name == key }) else {
+            XCTFail("\(operation): \(service)/\(key) is gone (listed: \(items.map(\.name)))", file: file, line: line)
+            return
+        }
+        let expected = deadline.latest - before
+        guard let left = item.secondsLeft.map(Int64.init) else {
+            XCTFail("\(operation): kc ls shows no deadline at all; expected about \(expected) s left", file: file, line: line)
+            return
+        }
+        XCTAssertTrue(after + left >= deadline.earliest - 2 && before + left <= deadline.latest + 1,
+                      "\(operation): kc ls --long --json shows secondsLeft \(left); the \(deadline.timeout) s timeout set "
+                      + "\(before - (deadline.earliest - deadline.timeout)) s ago leaves about \(expected) s "
+                      + "(allowed: 2 s less to 1 s more)", file: file, line: line)
+        try assertKernelExpiry(serial: item.serial, deadline, operation, file: file, line: line)
+    }
+
+    /// /proc/keys' rounded time left must be one a deadline within −2…+1 s shows.
+    private func assertKernelExpiry(serial: Int32, _ deadline: Deadline, _ operation: String,
+                                    file: StaticString = #filePath, line: UInt = #line) throws {
+        let before = wallSeconds()
+        let field = procKeysExpiry(serial: serial)
+        let after = wallSeconds()
+        let allowed = Set(((deadline.earliest - 2 - after)...(deadline.latest + 1 - before)).map(procKeysDisplay))
+        XCTAssertTrue(field.map(allowed.contains) ?? false,
+                      "\(operation): /proc/keys shows the key expiring in \(field ?? "(key not found)"); the deadline "
+                      + "set (\(deadline.timeout) s) shows \(allowed.sorted().joined(separator: " or "))", file: file, line: line)
+    }
+
+    /// `getfattr -n user.kc.timeout` through the mount: seconds left, to the second.
+    private func assertTimeoutAttribute(_ path: String, is deadline: Deadline, after operation: String,
+                                        file: StaticString = #filePath, line: UInt = #line) throws {
+        guard programExists("getfattr") else { return }
+        let before = wallSeconds()
+        let result = try runCommand("/usr/bin/getfattr", ["--only-values", "-n", "user.kc.timeout", path])
+        let after = wallSeconds()
+        guard result.status == 0, let left = Int64(result.output) else {
+            XCTFail("\(operation): getfattr -n user.kc.timeout \(path): \(result)", file: file, line: line)
+            return
+        }
+        XCTAssertTrue(after + left >= deadline.earliest - 2 && before + left <= deadline.latest + 1,
+                      "\(operation): user.kc.timeout is \(left); the \(deadline.timeout) s timeout leaves about "
+                      + "\(deadline.latest - before) s (allowed: 2 s less to 1 s more)", file: file, line: line)
+    }
+
+    /// A cut to the next unit down (13d → 7d, 1h59m → 1h) shows in /proc/keys only
+    /// once a second has passed since the operation.
+    private func letASecondPass() { Thread.sleep(forTimeInterval: 1.2) }
+
+    // MARK: Reading the deadline
+
+    func testListingShowsALongDeadlineToTheSecond() throws {
+        let service = uniqueService()
+        let long = try set(service, "k13d", "v", timeout: "13d", seconds: Self.thirteenDays)
+        let medium = try set(service, "k1h59m", "v", timeout: "1h59m", seconds: Self.oneHourFiftyNine)
+        try assertDeadline(service, "k13d", is: long, after: "kc set --timeout 13d")
+        try assertDeadline(service, "k1h59m", is: medium, after: "kc set --timeout 1h59m")
+    }
+
+    // MARK: Operations through the mount
+
+    func testASaveThroughTheMountKeepsTheDeadline() throws {
+        let mount = try mount()
+        let service = uniqueService()
+        let long = try set(service, "k13d", "old", timeout: "13d", seconds: Self.thirteenDays)
+        let medium = try set(service, "k1h59m", "old", timeout: "1h59m", seconds: Self.oneHourFiftyNine, access: "after-first-unlock")
+        for key in ["k13d", "k1h59m"] {
+            let result = try runShell("printf x > '\(mount.file(service, key))'")
+            XCTAssertEqual(result.status, 0, "\(result)")
+        }
+        letASecondPass()
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "k13d"), "x")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "k1h59m"), "x")
+        try assertDeadline(service, "k13d", is: long, after: "printf x > M/s/k (13d)")
+        try assertDeadline(service, "k1h59m", is: medium, after: "printf x > M/s/k (1h59m)")
+        try assertTimeoutAttribute(mount.file(service, "k13d"), is: long, after: "printf x > M/s/k (13d)")
+    }
+
+    func testSedInPlaceKeepsTheDeadline() throws {
+        let mount = try mount()
+        let service = uniqueService()
+        let long = try set(service, "k13d", "a-value\n", timeout: "13d", seconds: Self.thirteenDays)
+        let medium = try set(service, "k1h59m", "a-value\n", timeout: "1h59m", seconds: Self.oneHourFiftyNine)
+        for key in ["k13d", "k1h59m"] {
+            let result = try runCommand("/bin/sed", ["-i", "s/a/b/", mount.file(service, key)])
+            XCTAssertEqual(result.status, 0, "\(result)")
+        }
+        letASecondPass()
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "k13d"), "b-value\n")
+        XCTAssertEqual(try Keychain(service: service).allKeys(), ["k13d", "k1h59m"], "no temp file left behind")
+        try assertDeadline(service, "k13d", is: long, after: "sed -i s/a/b/ M/s/k (13d)")
+        try assertDeadline(service, "k1h59m", is: medium, after: "sed -i s/a/b/ M/s/k (1h59m)")
+    }
+
+    func testMovingAnItemToAnotherLevelKeepsItsDeadline() throws {
+        guard programExists("setfattr") else { throw XCTSkip("setfattr is not installed (package attr)") }
+        let mount = try mount()
+        let service = uniqueService()
+        let long = try set(service, "k13d", "v13", timeout: "13d", seconds: Self.thirteenDays)
+        let medium = try set(service, "k1h59m", "v119", timeout: "1h59m", seconds: Self.oneHourFiftyNine)
+        for key in ["k13d", "k1h59m"] {
+            let result = try runCommand("/usr/bin/setfattr", ["-n", "user.kc.access", "-v", "after-first-unlock", mount.file(service, key)])
+            XCTAssertEqual(result.status, 0, "\(result)")
+        }
+        letASecondPass()
+        let items = try listedItems(service)
+        XCTAssertEqual(items.map(\.access), ["after-first-unlock", "after-first-unlock"], "the level moved")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "k13d"), "v13")
+        try assertDeadline(service, "k13d", is: long, after: "setfattr -n user.kc.access -v after-first-unlock (13d)")
+        try assertDeadline(service, "k1h59m", is: medium, after: "setfattr -n user.kc.access -v after-first-unlock (1h59m)")
+    }
+
+    func testRenamingAnItemNeverLengthensOrShortensItsDeadline() throws {
+        let mount = try mount()
+        let service = uniqueService()
+        let long = try set(service, "k13d", "v13", timeout: "13d", seconds: Self.thirteenDays)
+        let medium = try set(service, "k1h59m", "v119", timeout: "1h59m", seconds: Self.oneHourFiftyNine, access: "always")
+        for key in ["k13d", "k1h59m"] {
+            let result = try runCommand("/bin/mv", [mount.file(service, key), mount.file(service, key + "-renamed")])
+            XCTAssertEqual(result.status, 0, "\(result)")
+        }
+        letASecondPass()
+        XCTAssertEqual(try Keychain(service: service).allKeys(), ["k13d-renamed", "k1h59m-renamed"])
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "k13d-renamed"), "v13")
+        try assertDeadline(service, "k13d-renamed", is: long, after: "mv M/s/k M/s/k2 (13d)")
+        try assertDeadline(service, "k1h59m-renamed", is: medium, after: "mv M/s/k M/s/k2 (1h59m)")
+    }
+
+    /// Under a minute /proc/keys shows the deadline to the second: each operation may
+    /// move it by at most one second.
+    func testEveryMountOperationMovesAShortDeadlineByAtMostOneSecond() throws {
+        guard programExists("setfattr") else { throw XCTSkip("setfattr is not installed (package attr)") }
+        let mount = try mount()
+        let service = uniqueService()
+        _ = try set(service, "k", "a-value", timeout: "50s", seconds: 50)
+        func deadline(_ key: String) throws -> Int64? {
+            let serial = try XCTUnwrap(listedItems(service).first { $0.name == key }?.serial, "\(key) is gone")
+            return exactKernelDeadline(serial: serial)
+        }
+        var previous = try XCTUnwrap(deadline("k"), "/proc/keys shows seconds for a 50 s timeout")
+        let steps: [(String, String, () throws -> CommandResult)] = [
+            ("printf a-value2 > M/s/k", "k", { try runShell("printf a-value2 > '\(mount.file(service, "k"))'") }),
+            ("sed -i s/a/b/ M/s/k", "k", { try runCommand("/bin/sed", ["-i", "s/a/b/", mount.file(service, "k")]) }),
+            ("setfattr -n user.kc.access -v after-first-unlock", "k",
+             { try runCommand("/usr/bin/setfattr", ["-n", "user.kc.access", "-v", "after-first-unlock", mount.file(service, "k")]) }),
+            ("setfattr -n user.kc.this-device-only -v 1", "k",
+             { try runCommand("/usr/bin/setfattr", ["-n", "user.kc.this-device-only", "-v", "1", mount.file(service, "k")]) }),
+            ("mv M/s/k M/s/k2", "k2", { try runCommand("/bin/mv", [mount.file(service, "k"), mount.file(service, "k2")]) }),
+        ]
+        for (name, key, step) in steps {
+            let result = try step()
+            XCTAssertEqual(result.status, 0, "\(name): \(result)")
+            guard let now = try deadline(key) else { XCTFail("\(name): no deadline in seconds left"); return }
+            XCTAssertLessThanOrEqual(abs(now - previous), 1, "\(name) moved the deadline by \(now - previous) s")
+            previous = now
+        }
+    }
+
+    // MARK: Export and import
+
+    func testExportThenImportKeepsAThirteenDayDeadline() throws {
+        let service = uniqueService()
+        let long = try set(service, "k13d", "v13", timeout: "13d", seconds: Self.thirteenDays, access: "after-first-unlock")
+        let medium = try set(service, "k1h59m", "v119", timeout: "1h59m", seconds: Self.oneHourFiftyNine)
+        let exported = try kc("export", "--service", service, "--format", "json")
+        XCTAssertEqual(exported.status, 0, "\(exported)")
+        try Keychain(service: service).removeAll()
+        let imported = try kc(["import"], input: exported.standardOutput)
+        XCTAssertEqual(imported.status, 0, "\(imported)")
+        letASecondPass()
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "k13d"), "v13")
+        XCTAssertEqual(try Keychain(service: service).item("k13d")?.accessibility, .afterFirstUnlock)
+        try assertDeadline(service, "k13d", is: long, after: "kc export | kc import (13d)")
+        try assertDeadline(service, "k1h59m", is: medium, after: "kc export | kc import (1h59m)")
+    }
+}

@@ -237,10 +237,10 @@ public final class SpawnedProcess {
         return false
         #endif
         for _ in 0..<50_000 {
-            if let text = readWholeFile("/proc/\(pid)/syscall") {
-                let fields = text.split(separator: " ")
-                if fields.count > 1, fields[0] == Substring(read), fields[1] == "0x0" { return true }
-            }
+            // Unreadable (no ptrace access, or a kernel without it): go on unsynchronised.
+            guard let text = readWholeFile("/proc/\(pid)/syscall") else { return false }
+            let fields = text.split(separator: " ")
+            if fields.count > 1, fields[0] == Substring(read), fields[1] == "0x0" { return true }
             if !isRunning { return false }
             usleep(100)
         }
@@ -290,4 +290,22 @@ public func spin(microseconds: Int) {
     repeat {
         clock_gettime(CLOCK_MONOTONIC, &now)
     } while (now.tv_sec - start.tv_sec) * 1_000_000 + (now.tv_nsec - start.tv_nsec) / 1000 < microseconds
+}
+
+/// How many keys the kernel counts against `uid`'s quota (/proc/key-users), or nil.
+public func keysCharged(to uid: String) -> Int? {
+    guard let text = readWholeFile("/proc/key-users") else { return nil }
+    for line in text.split(separator: "\n") {
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        guard fields.count > 3, fields[0] == Substring(uid + ":") else { continue }
+        return fields[3].split(separator: "/").first.flatMap { Int($0) }
+    }
+    return 0
+}
+
+/// Waits (at most `seconds`) until `uid` is charged for no more than `count` keys: the
+/// kernel frees a dead session's keys asynchronously.
+public func waitForKeys(of uid: String, toDropTo count: Int, seconds: Double = 10) {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline, (keysCharged(to: uid) ?? 0) > count { usleep(50_000) }
 }

@@ -13,8 +13,13 @@ import XCTest
 /// when it exits, and that close is itself one of the things under test.
 final class MountWritePathTests: KeyringTestCase {
     private var fixture: MountFixture?
+    /// Descriptors a test opened and has not closed (an assertion that threw): closed
+    /// before the unmount.
+    private var descriptors: Set<Int32> = []
 
     override func tearDownWithError() throws {
+        for fd in descriptors { _ = FileOps.close(fd) }
+        descriptors = []
         fixture?.unmount()
         fixture = nil
         try super.tearDownWithError()
@@ -32,6 +37,17 @@ final class MountWritePathTests: KeyringTestCase {
         let service = uniqueService(label)
         XCTAssertEqual(errnoName(FileOps.mkdir(mount.file(service))), errnoName(0), "mkdir M/\(service)")
         return service
+    }
+
+    private func open(_ path: String, _ flags: Int32) -> (fd: Int32, errno: Int32) {
+        let result = FileOps.open(path, flags)
+        if result.fd >= 0 { descriptors.insert(result.fd) }
+        return result
+    }
+
+    private func close(_ fd: Int32) -> Int32 {
+        descriptors.remove(fd)
+        return FileOps.close(fd)
     }
 
     private func stored(_ service: String, _ key: String) throws -> String? {
@@ -60,12 +76,12 @@ final class MountWritePathTests: KeyringTestCase {
         let mount = try mount()
         let service = try serviceDirectory(mount)
         try Keychain(service: service).set("kept-value", forKey: "k")
-        let (fd, openError) = FileOps.open(mount.file(service, "k"), O_WRONLY | O_TRUNC)
+        let (fd, openError) = open(mount.file(service, "k"), O_WRONLY | O_TRUNC)
         XCTAssertEqual(errnoName(openError), errnoName(0))
         guard fd >= 0 else { return }
         XCTAssertEqual(errnoName(FileOps.write(fd, [UInt8](repeating: 0x41, count: 30))), errnoName(0))
         XCTAssertEqual(errnoName(FileOps.pwrite(fd, [0x42], at: 40000)), errnoName(EFBIG), "a byte past 32767 is EFBIG")
-        let closeError = FileOps.close(fd)
+        let closeError = close(fd)
         XCTAssertTrue(closeError == EFBIG || closeError == EIO,
                       "close reports that the value was not stored (EFBIG or EIO); got \(closeError == 0 ? "success" : String(cString: strerror(closeError)))")
         XCTAssertEqual(try stored(service, "k"), "kept-value", "a handle whose write failed stores nothing")
@@ -89,7 +105,7 @@ final class MountWritePathTests: KeyringTestCase {
         let mount = try mount()
         let service = try serviceDirectory(mount, label: label)
         try Keychain(service: service).set("old-value", forKey: "k")
-        let (fd, openError) = FileOps.open(mount.file(service, "k"), O_WRONLY | O_TRUNC | extraFlags)
+        let (fd, openError) = open(mount.file(service, "k"), O_WRONLY | O_TRUNC | extraFlags)
         XCTAssertEqual(errnoName(openError), errnoName(0), file: file, line: line)
         guard fd >= 0 else { return }
         XCTAssertEqual(errnoName(FileOps.write(fd, "half")), errnoName(0), file: file, line: line)
@@ -97,7 +113,7 @@ final class MountWritePathTests: KeyringTestCase {
         XCTAssertEqual(try stored(service, "k"), "old-value",
                        "the writer has not closed its file: the child's close must not publish half a value", file: file, line: line)
         XCTAssertEqual(errnoName(FileOps.write(fd, "-and-the-rest")), errnoName(0), file: file, line: line)
-        XCTAssertEqual(errnoName(FileOps.close(fd)), errnoName(0), file: file, line: line)
+        XCTAssertEqual(errnoName(close(fd)), errnoName(0), file: file, line: line)
         XCTAssertEqual(try stored(service, "k"), "half-and-the-rest", "the writer's close stores the whole value", file: file, line: line)
     }
 
@@ -130,13 +146,13 @@ final class MountWritePathTests: KeyringTestCase {
         let service = try serviceDirectory(mount)
         try Keychain(service: service).set("old-value", forKey: "k")
         try Keychain(service: service).set("neighbour", forKey: "other")
-        let (fd, openError) = FileOps.open(mount.file(service, "k"), O_WRONLY | O_TRUNC)
+        let (fd, openError) = open(mount.file(service, "k"), O_WRONLY | O_TRUNC)
         XCTAssertEqual(errnoName(openError), errnoName(0))
         guard fd >= 0 else { return }
         XCTAssertEqual(errnoName(FileOps.write(fd, "new-value")), errnoName(0))
         XCTAssertEqual(errnoName(FileOps.unlink(mount.file(service, "k"))), errnoName(0), "rm of an open file")
         XCTAssertFalse(try Keychain(service: service).contains("k"))
-        XCTAssertEqual(errnoName(FileOps.close(fd)), errnoName(0), "the writer's close succeeds, as on a local filesystem")
+        XCTAssertEqual(errnoName(close(fd)), errnoName(0), "the writer's close succeeds, as on a local filesystem")
         XCTAssertFalse(try Keychain(service: service).contains("k"), "the writer's close must not bring back a removed item")
         XCTAssertEqual(try Keychain(service: service).allKeys(), ["other"])
         XCTAssertEqual(try stored(service, "other"), "neighbour")
@@ -147,13 +163,13 @@ final class MountWritePathTests: KeyringTestCase {
         let mount = try mount()
         let service = try serviceDirectory(mount)
         let path = mount.file(service, "draft")
-        let (fd, openError) = FileOps.open(path, O_WRONLY | O_CREAT | O_EXCL)
+        let (fd, openError) = open(path, O_WRONLY | O_CREAT | O_EXCL)
         XCTAssertEqual(errnoName(openError), errnoName(0))
         guard fd >= 0 else { return }
         XCTAssertEqual(errnoName(FileOps.write(fd, "draft-value")), errnoName(0))
         XCTAssertEqual(errnoName(FileOps.unlink(path)), errnoName(0), "rm of a new file that is still open succeeds")
         XCTAssertEqual(errnoName(FileOps.statError(path)), errnoName(ENOENT), "and the name is gone")
-        XCTAssertEqual(errnoName(FileOps.close(fd)), errnoName(0))
+        XCTAssertEqual(errnoName(close(fd)), errnoName(0))
         XCTAssertFalse(try Keychain(service: service).contains("draft"), "nothing is stored at close")
         XCTAssertEqual(try Keychain(service: service).allKeys(), [])
     }
@@ -162,12 +178,12 @@ final class MountWritePathTests: KeyringTestCase {
         let mount = try mount()
         let service = try serviceDirectory(mount)
         try Keychain(service: service).set("old-value", forKey: "k")
-        let (fd, openError) = FileOps.open(mount.file(service, "k"), O_WRONLY | O_TRUNC)
+        let (fd, openError) = open(mount.file(service, "k"), O_WRONLY | O_TRUNC)
         XCTAssertEqual(errnoName(openError), errnoName(0))
         guard fd >= 0 else { return }
         XCTAssertEqual(errnoName(FileOps.write(fd, "moved-value")), errnoName(0))
         XCTAssertEqual(errnoName(FileOps.rename(mount.file(service, "k"), mount.file(service, "k2"))), errnoName(0))
-        XCTAssertEqual(errnoName(FileOps.close(fd)), errnoName(0))
+        XCTAssertEqual(errnoName(close(fd)), errnoName(0))
         XCTAssertEqual(try stored(service, "k2"), "moved-value", "the value written lands under the new name")
         XCTAssertFalse(try Keychain(service: service).contains("k"), "and the old name is gone")
         XCTAssertEqual(try Keychain(service: service).allKeys(), ["k2"])
@@ -176,13 +192,13 @@ final class MountWritePathTests: KeyringTestCase {
     func testANewFileRenamedBeforeItsFirstCloseIsStoredUnderItsNewName() throws {
         let mount = try mount()
         let service = try serviceDirectory(mount)
-        let (fd, openError) = FileOps.open(mount.file(service, "tmp"), O_WRONLY | O_CREAT | O_EXCL)
+        let (fd, openError) = open(mount.file(service, "tmp"), O_WRONLY | O_CREAT | O_EXCL)
         XCTAssertEqual(errnoName(openError), errnoName(0))
         guard fd >= 0 else { return }
         XCTAssertEqual(errnoName(FileOps.write(fd, "fresh")), errnoName(0))
         XCTAssertEqual(errnoName(FileOps.rename(mount.file(service, "tmp"), mount.file(service, "final"))), errnoName(0),
                        "mv of a new file that is still open succeeds")
-        XCTAssertEqual(errnoName(FileOps.close(fd)), errnoName(0))
+        XCTAssertEqual(errnoName(close(fd)), errnoName(0))
         XCTAssertEqual(try stored(service, "final"), "fresh")
         XCTAssertEqual(try Keychain(service: service).allKeys(), ["final"])
     }
@@ -193,7 +209,7 @@ final class MountWritePathTests: KeyringTestCase {
         let mount = try mount()
         let service = try serviceDirectory(mount)
         try Keychain(service: service).set("old-value", forKey: "k")
-        let (fd, openError) = FileOps.open(mount.file(service, "k"), O_WRONLY | O_TRUNC)
+        let (fd, openError) = open(mount.file(service, "k"), O_WRONLY | O_TRUNC)
         XCTAssertEqual(errnoName(openError), errnoName(0))
         guard fd >= 0 else { return }
         XCTAssertEqual(errnoName(FileOps.write(fd, "la")), errnoName(0))
@@ -201,7 +217,7 @@ final class MountWritePathTests: KeyringTestCase {
         XCTAssertEqual(removed.status, 0, "\(removed)")
         XCTAssertEqual(errnoName(FileOps.rmdir(mount.file(service))), errnoName(0), "rmdir of the now empty service")
         XCTAssertEqual(errnoName(FileOps.write(fd, "te")), errnoName(0))
-        let closeError = FileOps.close(fd)
+        let closeError = close(fd)
         XCTAssertFalse(try Keychain.services().contains(service),
                        "the late close (\(closeError == 0 ? "succeeded" : String(cString: strerror(closeError)))) re-created the service")
         XCTAssertFalse(try Keychain(service: service).contains("k"), "the late close re-created the item")
@@ -215,16 +231,16 @@ final class MountWritePathTests: KeyringTestCase {
         let service = try serviceDirectory(mount)
         try Keychain(service: service).set("start-", forKey: "log")
         let path = mount.file(service, "log")
-        let (first, firstError) = FileOps.open(path, O_WRONLY | O_APPEND)
-        let (second, secondError) = FileOps.open(path, O_WRONLY | O_APPEND)
+        let (first, firstError) = open(path, O_WRONLY | O_APPEND)
+        let (second, secondError) = open(path, O_WRONLY | O_APPEND)
         XCTAssertEqual(errnoName(firstError), errnoName(0))
         XCTAssertEqual(errnoName(secondError), errnoName(0))
         guard first >= 0, second >= 0 else { return }
         XCTAssertEqual(errnoName(FileOps.write(first, "A")), errnoName(0))
         XCTAssertEqual(errnoName(FileOps.write(second, "B")), errnoName(0))
         XCTAssertEqual(errnoName(FileOps.write(first, "C")), errnoName(0))
-        XCTAssertEqual(errnoName(FileOps.close(first)), errnoName(0))
-        XCTAssertEqual(errnoName(FileOps.close(second)), errnoName(0))
+        XCTAssertEqual(errnoName(close(first)), errnoName(0))
+        XCTAssertEqual(errnoName(close(second)), errnoName(0))
         let value = try XCTUnwrap(Keychain(service: service).data(forKey: "log"), "the item is still there")
         let written = Set("start-ABC".utf8)
         let foreign = value.filter { !written.contains($0) }
@@ -325,12 +341,15 @@ final class MountWritePathTests: KeyringTestCase {
         try MountFixture.requireFUSE()
         guard UnprivilegedUser.available else { throw XCTSkip("runs as the test user, which needs root to create") }
         guard UnprivilegedUser.grantFUSEDevice() else { throw XCTSkip("the test user cannot be given /dev/fuse here") }
-        UnprivilegedUser.waitForKeyCollection()
+        let uid = TestAccount.owner.uid
+        let keysBefore = keysCharged(to: uid) ?? 0
         let path = try MountFixture.makeDirectory(owner: UnprivilegedUser.name)
         defer {
             if isMounted(path) { _ = try? UnprivilegedUser.run("\"$KC\" umount '\(path)'", freshSession: false) }
             try? FileManager.default.removeItem(atPath: path)
-            UnprivilegedUser.waitForKeyCollection()
+            // Leave the quota as it was for the next test: the session's keys are freed
+            // asynchronously once its last process (the daemon) is gone.
+            waitForKeys(of: uid, toDropTo: keysBefore)
         }
         // The mount daemon shares the script's fresh session keyring, so the service
         // and the filler keys die with it; the filler ring is unlinked all the same.

@@ -31,7 +31,8 @@ public struct Deadline: Hashable, Sendable, Comparable {
 
     public static func < (lhs: Deadline, rhs: Deadline) -> Bool { lhs.secondsSinceEpoch < rhs.secondsSinceEpoch }
 
-    static var now: Int64 { Int64(time(nil)) }
+    /// The kernel's clock for key expiry, in seconds since the epoch.
+    public static var now: Int64 { Int64(time(nil)) }
 }
 
 /// Exact deadlines, kept in the kernel beside the items: a keyring `kc.expiry` in the

@@ -20,11 +20,9 @@ extension Keychain {
     public func item(_ key: String) throws(KeychainError) -> KeychainItem? {
         try validateName(key, as: .item)
         for ring in try listedRings() {
-            // A member's search of a shared ring is refused when it was unshared meanwhile.
-            let found = ring.accessibility == nil ? try? ring.serial.search(type: "user", description: key) : try search(ring: ring.serial, for: key)
+            guard let serial = try search(ring: ring.serial, for: key) else { continue }
             do throws(KeyctlError) {
-                guard let serial = found ?? nil,
-                      let size = try unlessGone({ () throws(KeyctlError) in try serial.payloadSize() })
+                guard let size = try unlessGone({ () throws(KeyctlError) in try serial.payloadSize() })
                 else { continue }
                 let owner = (try? serial.describe().uid) ?? ring.owner
                 return KeychainItem(service: ring.service, name: key, accessibility: ring.accessibility,
@@ -96,11 +94,8 @@ extension Keychain {
         case .shared(let shared): throw .ownerOnly(shared, action: "change an item's level")
         case .own(let own): service = own
         }
-        let target = self.accessibility(accessibility)
-        let home = try ServiceKeyring.findOrCreate(service: service, marker: accessibility.marker, anchor: accessibility.anchor)
-        var rings = try ServiceKeyring.rings(of: service, startingWith: accessibility)
-        if !rings.contains(home) { rings.insert(home, at: 0) }
-        let sharing = try target.sharingForWrite(rings: rings.map(\.serial))
+        let (home, rings) = try ServiceKeyring.rings(of: service, home: accessibility)
+        let sharing = try self.accessibility(accessibility).sharingForWrite(rings: rings.map(\.serial))
         for _ in 0..<8 {
             let found = try copies(of: key, in: rings)
             guard let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return false }
@@ -168,11 +163,10 @@ extension Keychain {
                 try target.accessibility(level).store(value, forKey: newKey, until: moving.deadline)
             }
         } else if key == newKey {
-            let home = try ServiceKeyring.findOrCreate(service: toService, marker: level.marker, anchor: level.anchor)
-            let from = try ServiceKeyring.rings(of: fromService, startingWith: level).first { $0.accessibility == level }
-            guard let from else { return false }
+            let home = try ServiceKeyring.rings(of: toService, home: level).home
+            let from = try ringHolding(moving)
             do {
-                try moving.serial.move(from: from.serial, to: home.serial, exclusive: true)
+                try moving.serial.move(from: from, to: home.serial, exclusive: true)
             } catch {
                 if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { return false }
                 if error.errno == .fileExists { throw .alreadyExists(service: toService, name: newKey) }
@@ -224,7 +218,7 @@ extension Keychain {
         }
     }
 
-    /// The keyring an item of the caller's own was found in.
+    /// The keyring an item of the caller's own was found in: its service's ring at its level.
     private func ringHolding(_ item: KeychainItem) throws(KeychainError) -> KeySerial {
         guard let service, let level = item.accessibility,
               let ring = try ServiceKeyring.rings(of: service, startingWith: level).first(where: { $0.accessibility == level })

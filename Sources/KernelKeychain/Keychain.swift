@@ -435,9 +435,7 @@ public struct Keychain: Sendable, Hashable {
         case .own(let own): service = own
         }
 
-        let home = try ServiceKeyring.findOrCreate(service: service, marker: accessibility.marker, anchor: accessibility.anchor)
-        var rings = try ServiceKeyring.rings(of: service, startingWith: accessibility)
-        if !rings.contains(home) { rings.insert(home, at: 0) }
+        let (home, rings) = try ServiceKeyring.rings(of: service, home: accessibility)
         let sharing = try sharingForWrite(rings: rings.map(\.serial))
         try gather(key, into: home, from: rings)
         do throws(KeyctlError) {
@@ -454,9 +452,10 @@ public struct Keychain: Sendable, Hashable {
                 item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home.serial)
             }
             do throws(KeyctlError) {
+                // (The kernel's add_key leaves a created or updated key without expiry,
+                // so a store without a timeout needs no keyctl_set_timeout.)
                 if seconds == 0 {
                     if let sharing { try Sharing.apply(sharing, to: item) } else { try item.setPermissions(.ownerOnly) }
-                    try item.setTimeout(seconds: 0)
                 }
                 // A share or unshare of the service may have run since its sharing was
                 // read: the item follows its keyring as it is now. (Unshare changes the

@@ -143,6 +143,24 @@ internal struct ServiceKeyring: Hashable, Sendable {
         return ServiceKeyring(serial: serial, anchor: anchor, marker: marker)
     }
 
+    /// The service's keyrings and, among them, its keyring at `accessibility`, created
+    /// (race-free) if the service has none there: what a write needs.
+    ///
+    /// The list is always taken once the home keyring exists. Writers racing at two
+    /// levels each settle the item's copies over the rings they listed, and this order
+    /// makes the later of two listings see both writers' rings. (Listing first and
+    /// creating after lost that: the race tests found two items left.) When the home
+    /// keyring already exists one probe serves both.
+    static func rings(of service: String, home accessibility: Accessibility) throws(KeychainError)
+        -> (home: ServiceKeyring, all: [ServiceKeyring]) {
+        let probed = try rings(of: service, startingWith: accessibility)
+        if let home = probed.first(where: { $0.accessibility == accessibility }) { return (home, probed) }
+        let home = try findOrCreate(service: service, marker: accessibility.marker, anchor: accessibility.anchor)
+        var all = try rings(of: service, startingWith: accessibility)
+        if !all.contains(home) { all.insert(home, at: 0) }
+        return (home, all)
+    }
+
     /// Every service keyring of every anchor, with its service name: what `kc ls` and
     /// the mount's root list. (One service's rings are found with ``rings(of:startingWith:stopAtFirst:)``.)
     static func everywhere() throws(KeychainError) -> [(name: String, ring: ServiceKeyring)] {

@@ -64,7 +64,7 @@ final class RecentlyReplaced: Sendable {
 
     func remember(_ node: Node, _ item: KeychainItem) {
         guard let accessibility = item.accessibility else { return }
-        let now = Deadline.fromNow(seconds: 0).secondsSinceEpoch
+        let now = Deadline.now
         entries.withLock { entries in
             entries = entries.filter { now - $0.value.recorded < Self.window }
             entries[node] = Entry(attributes: NewItemAttributes(accessibility: accessibility, deadline: item.deadline), recorded: now)
@@ -72,7 +72,7 @@ final class RecentlyReplaced: Sendable {
     }
 
     func take(_ node: Node) -> NewItemAttributes? {
-        let now = Deadline.fromNow(seconds: 0).secondsSinceEpoch
+        let now = Deadline.now
         return entries.withLock { entries in
             guard let entry = entries.removeValue(forKey: node), now - entry.recorded < Self.window else { return nil }
             return entry.attributes

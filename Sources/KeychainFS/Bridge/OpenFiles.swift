@@ -108,12 +108,12 @@ final class PendingWrite: Sendable {
     /// Stores the bytes if they changed since the last store. A poisoned file stores
     /// nothing and throws its error; an unlinked one stores nothing.
     func commit(to filesystem: KeychainFilesystem) throws(FilesystemError) {
-        let pending: (bytes: [UInt8], node: Node, newItem: NewItemAttributes?)?? = try state.withLock { state throws(FilesystemError) in
+        let pending: (bytes: [UInt8], node: Node, newItem: NewItemAttributes?)? = try state.withLock { state throws(FilesystemError) in
             if let failure = state.failure { throw failure }
-            guard state.dirty, !state.unlinked else { return .some(nil) }
+            guard state.dirty, !state.unlinked else { return nil }
             return (state.bytes, state.node, state.newItem)
         }
-        guard let pending, var work = pending else { return }
+        guard var work = pending else { return }
         defer { work.bytes.overwriteWithZeros() }
         let stored = try filesystem.commit(work.bytes, to: work.node, newItem: work.newItem)
         state.withLock { state in

@@ -139,6 +139,26 @@ final class MountWritePathTests: KeyringTestCase {
                        "while the shell writes, programs it runs see the old value; its close stores the whole new one")
     }
 
+    /// kill -9 of a writer halfway: its exit closes the file, and that close must not
+    /// publish the half it wrote. A writer that exits normally without closing still
+    /// stores its value (`cmd > f` never closes f itself).
+    func testAWriterKilledMidWritePublishesNothing() throws {
+        let mount = try mount()
+        let service = try serviceDirectory(mount)
+        try Keychain(service: service).set("old-value", forKey: "k")
+        let killed = try runCommand("/bin/bash", ["-c", """
+            exec 3> "$F"
+            /usr/bin/printf half >&3
+            kill -9 $$
+            """], environment: ["F": mount.file(service, "k"), "PATH": "/usr/bin:/bin"])
+        XCTAssertEqual(killed.status, 9, "\(killed)")
+        XCTAssertEqual(try stored(service, "k"), "old-value", "a killed writer's half value is dropped")
+        let exited = try runCommand("/bin/bash", ["-c", "exec 3> \"$F\"; /usr/bin/printf whole >&3; exit 3"],
+                                    environment: ["F": mount.file(service, "k"), "PATH": "/usr/bin:/bin"])
+        XCTAssertEqual(exited.status, 3, "\(exited)")
+        XCTAssertEqual(try stored(service, "k"), "whole", "a writer that exits without closing stores its value")
+    }
+
     // MARK: unlink and rename of open files
 
     func testAnItemRemovedWhileOpenForWritingStaysRemoved() throws {

@@ -136,10 +136,17 @@ final class FuseBridge: Sendable {
     }
 
     /// close(2) of one descriptor. The opener's close stores the value now, and an error
-    /// reaches its close. Another process's close of an inherited copy stores nothing.
+    /// reaches its close. Another process's close of an inherited copy stores nothing,
+    /// nor does the opener's if a signal killed it.
     func flush(handle: UInt64, caller: Int32) throws(FilesystemError) -> Reply {
         guard let file = handles.file(handle), let pending = file.pending else { return .success }
         guard threadGroup(of: caller) == file.opener else { return .success }
+        // A writer killed mid-write closes its files on the way out: its half value is
+        // dropped, and the old value stays.
+        if killedBySignal(caller) {
+            pending.abandon()
+            return .success
+        }
         try pending.commit(to: filesystem)
         return .success
     }

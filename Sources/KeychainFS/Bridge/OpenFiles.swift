@@ -135,6 +135,14 @@ final class PendingWrite: Sendable {
     }
 
     fileprivate func renamed(to node: Node) { state.withLock { $0.node = node } }
+
+    /// Its writer was killed: what it wrote is dropped, not stored at a later close.
+    func abandon() {
+        state.withLock { state in
+            state.bytes.overwriteWithZeros()
+            state.dirty = false
+        }
+    }
     fileprivate func unlink() { state.withLock { $0.unlinked = true } }
 
     /// Zeroes the bytes: the daemon keeps no secret once a file is closed.
@@ -272,19 +280,37 @@ final class OpenHandles: Sendable {
     }
 }
 
+/// Whether the thread is exiting because a signal killed it (kill -9 in the middle of
+/// a write). The kernel sets the exit code before it closes the dying process's files,
+/// so the FLUSH of that close can read it: field 52 of /proc/<tid>/stat, in wait(2)'s
+/// form, whose low seven bits are the killing signal. False if it cannot be read.
+func killedBySignal(_ thread: Int32) -> Bool {
+    guard thread > 0, let text = readSmallFile("/proc/\(thread)/stat"),
+          let close = text.lastIndex(of: ")")
+    else { return false }
+    // After the command name: field 3 (state) onwards.
+    let fields = text[text.index(after: close)...].split(whereSeparator: { $0 == " " || $0 == "\n" })
+    guard fields.count > 49, let exitCode = Int32(fields[49]) else { return false }
+    return exitCode & 0x7f != 0
+}
+
 /// The thread group (process) of a thread id the kernel names in a request, from
 /// /proc/<tid>/status; the id itself if that cannot be read (the process is gone).
 func threadGroup(of thread: Int32) -> Int32 {
-    guard thread > 0 else { return thread }
-    let fd = open("/proc/\(thread)/status", O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return thread }
-    defer { close(fd) }
-    var buffer = [UInt8](repeating: 0, count: 1024)
-    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-    guard count > 0 else { return thread }
-    let text = String(decoding: buffer[..<count], as: UTF8.self)
+    guard thread > 0, let text = readSmallFile("/proc/\(thread)/status") else { return thread }
     for line in text.split(separator: "\n") where line.hasPrefix("Tgid:") {
         if let tgid = Int32(line.dropFirst(5).trimmingPrefix(while: { $0 == " " || $0 == "\t" })) { return tgid }
     }
     return thread
+}
+
+/// The first 1 KiB of a /proc file, or nil.
+private func readSmallFile(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var buffer = [UInt8](repeating: 0, count: 1024)
+    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+    guard count > 0 else { return nil }
+    return String(decoding: buffer[..<count], as: UTF8.self)
 }

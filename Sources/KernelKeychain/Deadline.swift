@@ -49,6 +49,11 @@ public struct Deadline: Hashable, Sendable, Comparable {
 internal enum DeadlineRecords {
     static let keyringDescription = "kc.expiry"
 
+    /// The owner's uid only, with no possessor rights: another uid that shares the
+    /// owner's session keyring (after su or runuser) must not plant a record that would
+    /// lengthen a deadline. Records hold no secret; possession is not needed to use them.
+    static let recordPermissions: KeyPermissions = .user(.all)
+
     /// Sets the item's kernel expiry to `seconds` from now (0: none) and records the
     /// deadline. The kernel call is `keyctl_set_timeout` on the item; the record costs
     /// a search, an `add_key`, a `keyctl_setperm` and a `keyctl_set_timeout`.
@@ -63,13 +68,14 @@ internal enum DeadlineRecords {
     }
 
     private static func record(_ deadline: Deadline, seconds: UInt32, for item: KeySerial) {
-        guard let ring = try? findOrCreateKeyring(described: keyringDescription, in: Anchor.user.serialForWriting()) else { return }
+        guard let ring = try? findOrCreateKeyring(described: keyringDescription, in: Anchor.user.serialForWriting(),
+                                                  permissions: recordPermissions) else { return }
         var text = Array(String(deadline.secondsSinceEpoch).utf8)
         guard let record = try? text.withUnsafeBytes({ bytes throws(KeyctlError) in
             try KeySerial.add(type: "user", description: String(item.rawValue), payload: bytes, into: ring)
         }) else { return }
         text.overwriteWithZeros()
-        try? record.setPermissions([.possessor(.all), .user([.view, .read, .search, .write, .setattr])])
+        try? record.setPermissions(recordPermissions)
         try? record.setTimeout(seconds: seconds &+ 1 == 0 ? seconds : seconds + 1)
     }
 

@@ -183,14 +183,15 @@ internal struct ServiceKeyring: Hashable, Sendable {
 
 /// The keyring described `description` linked directly in `parent`, created race-free
 /// if there is none (see ``ServiceKeyring/findOrCreate(service:marker:anchor:)``).
-internal func findOrCreateKeyring(described description: String, in parent: KeySerial) throws(KeychainError) -> KeySerial {
+internal func findOrCreateKeyring(described description: String, in parent: KeySerial,
+                                  permissions: KeyPermissions = .ownerOnly) throws(KeychainError) -> KeySerial {
     do throws(KeyctlError) {
         for _ in 0..<8 {
             if let existing = try directChild(description: description, of: parent) { return existing }
             let thread = SpecialKeyring.thread.serial
             let fresh = try KeySerial.add(type: "keyring", description: description, payload: nil, into: thread)
             defer { try? fresh.unlink(from: thread) }  // no-op once moved
-            try fresh.setPermissions(.ownerOnly)
+            try fresh.setPermissions(permissions)
             do {
                 try fresh.move(from: thread, to: parent, exclusive: true)
                 return fresh

@@ -230,4 +230,22 @@ final class DeadlineTests: KeyringTestCase {
         try assertDeadline(service, "k13d", is: long, after: "kc export | kc import (13d)")
         try assertDeadline(service, "k1h59m", is: medium, after: "kc export | kc import (1h59m)")
     }
+
+    /// Another uid that shares the owner's session keyring (after su or runuser, with the
+    /// user keyring linked in as a login links it) must not plant a deadline record that
+    /// a later rename or export would trust.
+    func testAnotherUserInTheSessionCannotPlantADeadlineRecord() throws {
+        guard UnprivilegedUser.available else { throw XCTSkip("needs root to run a second user (\(UnprivilegedUser.name))") }
+        let service = uniqueService()
+        XCTAssertEqual(try keyctl("link", "@u", "@s").status, 0)
+        defer { _ = try? keyctl("unlink", "@u", "@s") }
+        try Keychain(service: service, accessibility: .afterFirstUnlock, timeout: .seconds(13 * 86400)).set("v", forKey: "k")
+        let serial = try XCTUnwrap(Keychain(service: service).item("k")?.serial.rawValue)
+        let ring = try keyctl("search", "@u", "keyring", "kc.expiry").output.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertFalse(ring.isEmpty, "kc recorded the deadline")
+        let planted = try runCommand("/usr/sbin/runuser", ["-u", UnprivilegedUser.name, "--", "keyctl", "add", "user", String(serial), "99999999999", ring])
+        XCTAssertNotEqual(planted.status, 0, "the other user was refused: \(planted)")
+        let deadline = try XCTUnwrap(Keychain(service: service).deadline(forKey: "k"))
+        XCTAssertLessThanOrEqual(deadline.secondsLeft, 13 * 86400, "the deadline is the owner's")
+    }
 }

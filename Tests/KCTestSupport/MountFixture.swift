@@ -66,3 +66,23 @@ public func writeFile(_ path: String, _ bytes: [UInt8], flags: Int32 = O_WRONLY 
     }
     return close(fd) == 0 ? 0 : errno
 }
+
+/// A test case whose tests may mount once (`kc mount` of a fresh directory, made at
+/// the first ``mount()`` of a test) and find it unmounted at tearDown.
+open class MountingTestCase: KeyringTestCase {
+    private var fixture: MountFixture?
+
+    /// The test's mount, made on first use.
+    public func mount() throws -> MountFixture {
+        if let fixture { return fixture }
+        let made = try MountFixture()
+        fixture = made
+        return made
+    }
+
+    open override func tearDownWithError() throws {
+        fixture?.unmount()
+        fixture = nil
+        try super.tearDownWithError()
+    }
+}

@@ -12,21 +12,7 @@ import XCTest
 /// check what kc reports (`kc ls --long --json` secondsLeft, `user.kc.timeout`) to the
 /// second, and that the kernel's rounded value agrees (13 days shows `1w`: a deadline
 /// cut to 7 days shows `6d` a second later; 1h59m shows `1h`, cut to 1 h it shows `59m`).
-final class DeadlineTests: KeyringTestCase {
-    private var fixture: MountFixture?
-
-    override func tearDownWithError() throws {
-        fixture?.unmount()
-        fixture = nil
-        try super.tearDownWithError()
-    }
-
-    private func mount() throws -> MountFixture {
-        if let fixture { return fixture }
-        let made = try MountFixture()
-        fixture = made
-        return made
-    }
+final class DeadlineTests: MountingTestCase {
 
     private static let thirteenDays: Int64 = 13 * 86_400
     private static let oneHourFiftyNine: Int64 = 3600 + 59 * 60

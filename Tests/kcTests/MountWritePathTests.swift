@@ -11,8 +11,7 @@ import XCTest
 /// While a test holds a descriptor open for writing it checks the keychain in-process
 /// (the library), never through a child: a child that inherits the descriptor closes it
 /// when it exits, and that close is itself one of the things under test.
-final class MountWritePathTests: KeyringTestCase {
-    private var fixture: MountFixture?
+final class MountWritePathTests: MountingTestCase {
     /// Descriptors a test opened and has not closed (an assertion that threw): closed
     /// before the unmount.
     private var descriptors: Set<Int32> = []
@@ -20,16 +19,7 @@ final class MountWritePathTests: KeyringTestCase {
     override func tearDownWithError() throws {
         for fd in descriptors { _ = FileOps.close(fd) }
         descriptors = []
-        fixture?.unmount()
-        fixture = nil
-        try super.tearDownWithError()
-    }
-
-    private func mount() throws -> MountFixture {
-        if let fixture { return fixture }
-        let made = try MountFixture()
-        fixture = made
-        return made
+        try super.tearDownWithError()  // unmounts
     }
 
     /// A new service made with `mkdir` through the mount.

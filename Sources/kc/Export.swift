@@ -20,7 +20,7 @@ extension KC {
               kc export | age -p > kc.age          # later: age -d kc.age | kc import
 
             JSON (stable, version 1): {"format": "kc-export", "version": 1, "items":
-            [{"service", "name", "access", "secondsLeft" (null for none), "value"
+            [{"service", "name", "access", "secondsLeft" and "expiresAt" (null for none), "value"
             (base64 of the exact bytes)}]}. dotenv: NAME="value" lines of one service,
             for values that are UTF-8 text. Device-only items are never exported.
             kc refuses to write secrets to a terminal.

@@ -470,9 +470,12 @@ public struct Keychain: Sendable, Hashable {
             } catch {
                 // Another process removed the item between add_key and here: this set
                 // happened, then that removal did (found by the soak test). A removed
-                // key is gone (ENOKEY), or still alive but no longer possessed (EACCES).
-                let current = try? home.serial.search(type: "user", description: key)
-                if error.meansKeyIsGone || current != item { return }
+                // key is gone (ENOKEY), or still alive but no longer possessed (EACCES)
+                // and no longer the key of that name. Only a search that answers says so:
+                // one that is itself refused means the failure is this write's own.
+                if error.meansKeyIsGone { return }
+                let lookup = Result { () throws(KeyctlError) in try home.serial.search(type: "user", description: key) }
+                if case .success(let current) = lookup, current != item { return }
                 throw error
             }
         } catch {

@@ -151,8 +151,13 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// makes the later of two listings see both writers' rings. (Listing first and
     /// creating after lost that: the race tests found two items left.) When the home
     /// keyring already exists one probe serves both.
+    ///
+    /// Either way the home anchor is made ready for writing first (see
+    /// ``Anchor/serialForWriting()``): a new key grants its owner only "view" until kc
+    /// sets its mask, and setting it needs the possession that gives.
     static func rings(of service: String, home accessibility: Accessibility) throws(KeychainError)
         -> (home: ServiceKeyring, all: [ServiceKeyring]) {
+        _ = try accessibility.anchor.serialForWriting()
         let probed = try rings(of: service, startingWith: accessibility)
         if let home = probed.first(where: { $0.accessibility == accessibility }) { return (home, probed) }
         let home = try findOrCreate(service: service, marker: accessibility.marker, anchor: accessibility.anchor)

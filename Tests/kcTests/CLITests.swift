@@ -4,6 +4,21 @@ import XCTest
 
 /// The built `kc`, run as a process: exact bytes, exit codes and one-line errors.
 final class CLITests: KeyringTestCase {
+    /// Each `kc set` is a new process whose thread keyring does not reach the user
+    /// keyring; an item it adds to an existing service there must still get kc's mask
+    /// (the kernel gives a new key only "view" for its owner until kc sets it).
+    func testItemsAddedToAnExistingServiceInTheUserKeyringGetTheOwnersMask() throws {
+        let service = uniqueService()
+        let result = try runCommand("/usr/bin/keyctl", ["session", "-", "/bin/sh", "-c", """
+            printf one | "$KC" set --access after-first-unlock '\(service)' first
+            printf two | "$KC" set --access after-first-unlock '\(service)' second
+            ring=$(keyctl search @u keyring 'kc:\(service)')
+            keyctl rdescribe $(keyctl search $ring user second)
+            """], environment: ["KC": builtKC, "PATH": "/usr/bin:/bin"])
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertTrue(result.output.hasPrefix("user;\(getuid());\(getgid());3f3f0000;second"), "\(result)")
+    }
+
     func testSetAndGetPassExactBytes() throws {
         let service = uniqueService()
         let values: [[UInt8]] = [

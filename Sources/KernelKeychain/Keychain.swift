@@ -468,14 +468,13 @@ public struct Keychain: Sendable, Hashable {
                 let now = Sharing(try home.serial.describe())
                 if now != sharing { try Sharing.apply(now, to: item) }
             } catch {
-                // Another process removed the item between add_key and here: this set
-                // happened, then that removal did (found by the soak test). A removed
-                // key is gone (ENOKEY), or still alive but no longer possessed (EACCES)
-                // and no longer the key of that name. Only a search that answers says so:
-                // one that is itself refused means the failure is this write's own.
-                if error.meansKeyIsGone { return }
-                let lookup = Result { () throws(KeyctlError) in try home.serial.search(type: "user", description: key) }
-                if case .success(let current) = lookup, current != item { return }
+                // Another process removed the item, or its whole service, between add_key
+                // and here: this set happened, then that removal did (found by the soak
+                // test). A removed key is gone (ENOKEY), or still alive but no longer
+                // possessed (EACCES). The link lists tell which (the owner may read them
+                // without possession): if the key is still linked in its keyring and the
+                // keyring in its anchor, the failure is this write's own.
+                if error.meansKeyIsGone || !Self.isStillLinked(item, in: home) { return }
                 throw error
             }
         } catch {
@@ -485,6 +484,16 @@ public struct Keychain: Sendable, Hashable {
             throw KeychainError(error)
         }
         try keepOneCopy(of: key, in: rings)
+    }
+
+    /// Whether `item` is linked in `ring` and `ring` in its anchor. False also when a
+    /// list cannot be read (a keyring that is gone).
+    private static func isStillLinked(_ item: KeySerial, in ring: ServiceKeyring) -> Bool {
+        guard let anchor = try? ring.anchor.serial(),
+              let rings = try? anchor.linkedKeys(), rings.contains(ring.serial),
+              let items = try? ring.serial.linkedKeys()
+        else { return false }
+        return items.contains(item)
     }
 
     /// Before a write: the item's copy with the lowest serial is moved into `home` (the

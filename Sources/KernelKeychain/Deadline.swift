@@ -106,6 +106,22 @@ internal enum DeadlineRecords {
         return Int64(text)
     }
 
+    /// Drops the records of keys that are no longer items: removed, or replaced by a
+    /// new key (a timed save makes one, with a record of its own). Without this, every
+    /// timed save would leave a record behind until the old deadline, and an ordinary
+    /// user's 200-key quota would fill. Best effort; costs nothing more than one search
+    /// for a user who never set a timeout.
+    static func forget(_ items: [KeySerial]) {
+        guard !items.isEmpty,
+              let ring = try? SpecialKeyring.user.serial.search(type: "keyring", description: keyringDescription)
+        else { return }
+        for item in items {
+            if let record = try? ring.search(type: "user", description: String(item.rawValue)) {
+                try? record.unlink(from: ring)
+            }
+        }
+    }
+
     /// Every item's deadline that /proc/keys shows, by serial (one read of /proc/keys).
     static func shownExpiries() -> [KeySerial: ProcKeysEntry.Expiry] {
         guard let text = readProcFile("/proc/keys") else { return [:] }

@@ -73,7 +73,9 @@ extension Keychain {
                 }
                 guard let info = try unlessGone({ () throws(KeyctlError) in try located.item.describe() }) else { return false }
                 let fresh = try KeySerial.prepare(bytes, named: key, like: info, until: deadline)
-                return try fresh.place(in: located.ring)
+                guard try fresh.place(in: located.ring) else { return false }
+                DeadlineRecords.forget([located.item])  // displaced by the new key
+                return true
             }
         }
         switch replaced {
@@ -178,7 +180,7 @@ extension Keychain {
             value = bytes
             try target.accessibility(level).store(value, forKey: newKey, until: moving.deadline)
         }
-        _ = try unlinkIgnoringGone(moving.serial, from: ringHolding(moving))
+        if try unlinkIgnoringGone(moving.serial, from: ringHolding(moving)) { DeadlineRecords.forget([moving.serial]) }
         return true
     }
 

@@ -219,11 +219,12 @@ public struct Keychain: Sendable, Hashable {
         case .shared(let shared):
             return try remove(key, from: shared)
         case .own(let service):
-            var removed = false
+            var removed: [KeySerial] = []
             for copy in try copies(of: key, in: ServiceKeyring.rings(of: service, startingWith: accessibility)) {
-                if try unlinkIgnoringGone(copy.item, from: copy.ring.serial) { removed = true }
+                if try unlinkIgnoringGone(copy.item, from: copy.ring.serial) { removed.append(copy.item) }
             }
-            return removed
+            DeadlineRecords.forget(removed)
+            return !removed.isEmpty
         }
     }
 
@@ -238,6 +239,7 @@ public struct Keychain: Sendable, Hashable {
             throw .ownerOnly(shared, action: "remove the whole service")
         case .own(let service):
             for ring in try ServiceKeyring.rings(of: service, startingWith: accessibility) {
+                DeadlineRecords.forget((try? ring.serial.linkedKeys()) ?? [])
                 do throws(KeyctlError) {
                     _ = try unlessGone { () throws(KeyctlError) in try ring.serial.clear() }
                 } catch {
@@ -440,7 +442,7 @@ public struct Keychain: Sendable, Hashable {
 
         let (home, rings) = try ServiceKeyring.rings(of: service, home: accessibility)
         let sharing = try sharingForWrite(rings: rings.map(\.serial))
-        try gather(key, into: home, from: rings)
+        let previous = try gather(key, into: home, from: rings)
         do throws(KeyctlError) {
             let item: KeySerial
             if seconds > 0 {
@@ -450,6 +452,7 @@ public struct Keychain: Sendable, Hashable {
                                           permissions: sharing?.permissions ?? .ownerOnly, description: key)
                 let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline ?? .fromNow(seconds: UInt64(seconds)))
                 guard try fresh.place(in: home.serial) else { return }
+                if let previous { DeadlineRecords.forget([previous]) }  // displaced by the new key
                 item = fresh
             } else {
                 item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home.serial)
@@ -498,13 +501,13 @@ public struct Keychain: Sendable, Hashable {
 
     /// Before a write: the item's copy with the lowest serial is moved into `home` (the
     /// same key, so level changes keep it), and any other copy is unlinked.
-    private func gather(_ key: String, into home: ServiceKeyring, from rings: [ServiceKeyring]) throws(KeychainError) {
+    /// Returns the key kept, if there was one.
+    @discardableResult
+    private func gather(_ key: String, into home: ServiceKeyring, from rings: [ServiceKeyring]) throws(KeychainError) -> KeySerial? {
         let found = try copies(of: key, in: rings)
-        guard let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return }
-        for copy in found where copy.item != keep.item {
-            _ = try unlinkIgnoringGone(copy.item, from: copy.ring.serial)
-        }
-        guard keep.ring != home else { return }
+        guard let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return nil }
+        try unlink(found.filter { $0.item != keep.item })
+        guard keep.ring != home else { return keep.item }
         do {
             try keep.item.move(from: keep.ring.serial, to: home.serial, exclusive: true)
         } catch {
@@ -513,15 +516,21 @@ public struct Keychain: Sendable, Hashable {
             let settledLater: [Errno] = [.noSuchFileOrDirectory, .fileExists]
             if !error.meansKeyIsGone && !settledLater.contains(error.errno) { throw KeychainError(error) }
         }
+        return keep.item
     }
 
     /// After a write: one copy stays, the one with the lowest serial.
     internal func keepOneCopy(of key: String, in rings: [ServiceKeyring]) throws(KeychainError) {
         let found = try copies(of: key, in: rings)
         guard found.count > 1, let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return }
-        for copy in found where copy.item != keep.item {
-            _ = try unlinkIgnoringGone(copy.item, from: copy.ring.serial)
-        }
+        try unlink(found.filter { $0.item != keep.item })
+    }
+
+    /// Unlinks copies of an item that lost to the kept one, and their deadline records.
+    private func unlink(_ copies: [(ring: ServiceKeyring, item: KeySerial)]) throws(KeychainError) {
+        var unlinked: [KeySerial] = []
+        for copy in copies where try unlinkIgnoringGone(copy.item, from: copy.ring.serial) { unlinked.append(copy.item) }
+        DeadlineRecords.forget(unlinked)
     }
 }
 

@@ -234,4 +234,22 @@ final class DeadlineTests: MountingTestCase {
         let deadline = try XCTUnwrap(Keychain(service: service).deadline(forKey: "k"))
         XCTAssertLessThanOrEqual(deadline.secondsLeft, 13 * 86400, "the deadline is the owner's")
     }
+
+    /// Each timed save makes a new key with a record of its own: the old key's record
+    /// must go with it, and the last one with the item, or an ordinary user's 200-key
+    /// quota fills with records.
+    func testTimedSavesAndRemovalLeaveNoDeadlineRecordsBehind() throws {
+        func records() throws -> Int {
+            guard let ring = keyctlSearch("@u", "keyring", "kc.expiry") else { return 0 }
+            return try keyctl("rlist", ring).output.split(whereSeparator: \.isWhitespace).count
+        }
+        let before = try records()
+        let keychain = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock, timeout: .seconds(3600))
+        try keychain.set("v0", forKey: "k")
+        for round in 1...5 { XCTAssertTrue(try keychain.replace(Array("v\(round)".utf8), forKey: "k")) }
+        for round in 6...8 { try keychain.set("v\(round)", forKey: "k") }
+        XCTAssertEqual(try records(), before + 1, "one record for the one timed item")
+        XCTAssertTrue(try keychain.remove("k"))
+        XCTAssertEqual(try records(), before, "its record went with it")
+    }
 }

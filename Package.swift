@@ -47,6 +47,7 @@ let package = Package(
             name: "KeychainFS",
             dependencies: [
                 "KernelKeychain",
+                "Keyrings",
                 "CFuse3",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -55,6 +56,7 @@ let package = Package(
             name: "kc",
             dependencies: [
                 "KernelKeychain",
+                "Keyrings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             linkerSettings: staticRelease
@@ -65,6 +67,7 @@ let package = Package(
             name: "kc-mountd",
             dependencies: [
                 "KernelKeychain",
+                "Keyrings",
                 "KeychainFS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -75,7 +78,7 @@ let package = Package(
         .target(name: "KCTestSupport", dependencies: ["Keyrings"], path: "Tests/KCTestSupport"),
         .testTarget(name: "KeyringsTests", dependencies: ["Keyrings", "KCTestSupport"]),
         .testTarget(name: "KernelKeychainTests", dependencies: ["KernelKeychain", "Keyrings", "KCTestSupport"]),
-        .testTarget(name: "KeychainFSTests", dependencies: ["KeychainFS", "KernelKeychain", "KCTestSupport"]),
+        .testTarget(name: "KeychainFSTests", dependencies: ["KeychainFS", "KernelKeychain", "Keyrings", "KCTestSupport"]),
         // The library as another user: the sharing tests run it under runuser.
         .executableTarget(name: "kc-keychain-probe", dependencies: ["KernelKeychain", "Keyrings"], path: "Tests/KeychainProbe"),
         .testTarget(name: "kcTests", dependencies: ["kc", "kc-keychain-probe", "KernelKeychain", "Keyrings", "KCTestSupport"]),

@@ -47,7 +47,7 @@ public struct Deadline: Hashable, Sendable, Comparable {
 /// rounded-down value. Records are best effort: if one cannot be written (a full key
 /// quota) the item is still stored and its deadline is the rounded one.
 internal enum DeadlineRecords {
-    static let keyringDescription = "kc.expiry"
+    static let keyringDescription: KeyName = "kc.expiry"
 
     /// The owner's uid only, with no possessor rights: another uid that shares the
     /// owner's session keyring (after su or runuser) must not plant a record that would
@@ -72,7 +72,7 @@ internal enum DeadlineRecords {
                                                   permissions: recordPermissions) else { return }
         var text = Array(String(deadline.secondsSinceEpoch).utf8)
         guard let record = try? text.withUnsafeBytes({ bytes throws(KeyctlError) in
-            try KeySerial.add(type: "user", description: String(item.rawValue), payload: bytes, into: ring)
+            try KeySerial.add(type: "user", description: KeyName(String(item.rawValue)), payload: bytes, into: ring)
         }) else { return }
         text.overwriteWithZeros()
         try? record.setPermissions(recordPermissions)
@@ -100,7 +100,7 @@ internal enum DeadlineRecords {
 
     private static func recorded(for item: KeySerial) -> Int64? {
         guard let ring = try? SpecialKeyring.user.serial.search(type: "keyring", description: keyringDescription),
-              let record = try? ring.search(type: "user", description: String(item.rawValue)),
+              let record = try? ring.search(type: "user", description: KeyName(String(item.rawValue))),
               let text = try? record.withPayload(sizeHint: 32, { String(decoding: $0, as: UTF8.self) })
         else { return nil }
         return Int64(text)
@@ -116,7 +116,7 @@ internal enum DeadlineRecords {
               let ring = try? SpecialKeyring.user.serial.search(type: "keyring", description: keyringDescription)
         else { return }
         for item in items {
-            if let record = try? ring.search(type: "user", description: String(item.rawValue)) {
+            if let record = try? ring.search(type: "user", description: KeyName(String(item.rawValue))) {
                 try? record.unlink(from: ring)
             }
         }
@@ -141,7 +141,7 @@ extension KeySerial {
     /// A new `user` key holding `bytes`, made whole before anyone can see it: in the
     /// thread keyring, with `original`'s group and permissions and the deadline
     /// (recorded). Place it with ``place(in:)``.
-    static func prepare(_ bytes: UnsafeRawBufferPointer, named name: String, like original: KeyDescription,
+    static func prepare(_ bytes: UnsafeRawBufferPointer, named name: KeyName, like original: KeyDescription,
                         until deadline: Deadline) throws(KeyctlError) -> KeySerial {
         let thread = SpecialKeyring.thread.serial
         let fresh = try KeySerial.add(type: "user", description: name, payload: bytes, into: thread)

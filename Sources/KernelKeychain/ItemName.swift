@@ -1,5 +1,7 @@
+import Keyrings
+
 /// Checks a service or item name against DESIGN §3 before any kernel call:
-/// 1–255 bytes of UTF-8, no `/`, no NUL, not `.` or `..`.
+/// 1–255 bytes (any bytes: names need not be UTF-8), no `/`, no NUL, not `.` or `..`.
 ///
 /// The names become key descriptions and, through the mount, file names; these rules
 /// keep all three views of one item the same.
@@ -29,14 +31,16 @@ public enum NameProblem: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-public func validateName(_ name: String, as kind: NameKind) throws(KeychainError) {
-    let byteCount = name.utf8.count
+public func validateName(_ name: some KeyNameConvertible, as kind: NameKind) throws(KeychainError) {
+    let bytes = name.keyName.bytes
     let problem: NameProblem? =
-        if byteCount == 0 { .empty }
-        else if byteCount > 255 { .tooLong(bytes: byteCount) }
-        else if name == "." || name == ".." { .reserved(name) }
-        else if name.utf8.contains(UInt8(ascii: "/")) { .containsSlash }
-        else if name.utf8.contains(0) { .containsNUL }
+        if bytes.isEmpty { .empty }
+        else if bytes.count > 255 { .tooLong(bytes: bytes.count) }
+        else if bytes == [UInt8(ascii: ".")] || bytes == [UInt8(ascii: "."), UInt8(ascii: ".")] {
+            .reserved(String(decoding: bytes, as: UTF8.self))
+        }
+        else if bytes.contains(UInt8(ascii: "/")) { .containsSlash }
+        else if bytes.contains(0) { .containsNUL }
         else { nil }
     if let problem {
         throw KeychainError.invalidName(kind: kind, problem: problem)

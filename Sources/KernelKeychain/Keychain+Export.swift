@@ -1,3 +1,5 @@
+import Keyrings
+
 /// What an import does with one item.
 public struct ImportStep: Sendable, Hashable {
     public enum Action: String, Sendable {
@@ -17,7 +19,7 @@ extension Keychain {
     /// Every exportable item of `services` (all services when empty), sorted by service
     /// and name, with level and time left. Device-only items are never exported (that
     /// is their meaning here); their number is returned so a caller can say so.
-    public static func export(services: [String] = []) throws(KeychainError) -> (items: [ExportedItem], deviceOnlySkipped: Int) {
+    public static func export(services: [KeyName] = []) throws(KeychainError) -> (items: [ExportedItem], deviceOnlySkipped: Int) {
         let names = services.isEmpty ? try Keychain.services() : services
         var exported: [ExportedItem] = []
         var skipped = 0

@@ -6,7 +6,8 @@ import Keyrings
 extension Keychain {
     /// The size in bytes of the item's value, or nil if there is no such item. As cheap
     /// as a read: two searches and a `keyctl_read` that copies nothing.
-    public func size(ofItem key: String) throws(KeychainError) -> Int? {
+    public func size(ofItem key: some KeyNameConvertible) throws(KeychainError) -> Int? {
+        let key = key.keyName
         try validateName(key, as: .item)
         guard let located = try locate(key, in: resolve(forWriting: false)) else { return nil }
         do {
@@ -17,7 +18,8 @@ extension Keychain {
     }
 
     /// What the kernel knows of one item (level, serial, size, deadline), or nil.
-    public func item(_ key: String) throws(KeychainError) -> KeychainItem? {
+    public func item(_ key: some KeyNameConvertible) throws(KeychainError) -> KeychainItem? {
+        let key = key.keyName
         try validateName(key, as: .item)
         for ring in try listedRings() {
             guard let serial = try search(ring: ring.serial, for: key) else { continue }
@@ -37,7 +39,8 @@ extension Keychain {
 
     /// When the item expires (exactly, if kc set its timeout), or nil for no expiry or
     /// no such item.
-    public func deadline(forKey key: String) throws(KeychainError) -> Deadline? {
+    public func deadline(forKey key: some KeyNameConvertible) throws(KeychainError) -> Deadline? {
+        let key = key.keyName
         try validateName(key, as: .item)
         guard let located = try locate(key, in: resolve(forWriting: false)) else { return nil }
         return DeadlineRecords.deadline(of: located.item)
@@ -55,7 +58,8 @@ extension Keychain {
     /// and moved over the old one (`keyctl_move`, which displaces it atomically): the
     /// secret is never without its deadline, even if the process is killed midway.
     @discardableResult
-    public func replace<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: String) throws(KeychainError) -> Bool {
+    public func replace<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: some KeyNameConvertible) throws(KeychainError) -> Bool {
+        let key = key.keyName
         try validateName(key, as: .item)
         var copy = Array(value)
         defer { copy.overwriteWithZeros() }
@@ -88,9 +92,10 @@ extension Keychain {
     /// (`keyctl_move`), so its value, deadline and serial stay. Returns false if there is
     /// no such item.
     @discardableResult
-    public func move(_ key: String, to accessibility: Accessibility) throws(KeychainError) -> Bool {
+    public func move(_ key: some KeyNameConvertible, to accessibility: Accessibility) throws(KeychainError) -> Bool {
+        let key = key.keyName
         try validateName(key, as: .item)
-        let service: String
+        let service: KeyName
         switch try resolve(forWriting: true) {
         case .anyService: throw .serviceRequired
         case .shared(let shared): throw .ownerOnly(shared, action: "change an item's level")
@@ -122,7 +127,8 @@ extension Keychain {
     ///
     /// The kernel call is `keyctl_set_timeout`.
     @discardableResult
-    public func setTimeout(_ timeout: Duration?, forKey key: String) throws(KeychainError) -> Bool {
+    public func setTimeout(_ timeout: Duration?, forKey key: some KeyNameConvertible) throws(KeychainError) -> Bool {
+        let key = key.keyName
         let seconds = try timeout.map { (timeout) throws(KeychainError) in try timeoutSeconds(timeout) } ?? 0
         try validateName(key, as: .item)
         let scope = try resolve(forWriting: true)
@@ -145,11 +151,13 @@ extension Keychain {
     ///   other service's keyring at its level (`keyctl_move`); under a new name a new key
     ///   is made at its level with its exact deadline (see ``Deadline``).
     @discardableResult
-    public func rename(_ key: String, to newKey: String, in target: Keychain? = nil, replacing: Bool = true) throws(KeychainError) -> Bool {
+    public func rename(_ key: some KeyNameConvertible, to newKey: some KeyNameConvertible, in target: Keychain? = nil, replacing: Bool = true) throws(KeychainError) -> Bool {
+        let key = key.keyName
+        let newKey = newKey.keyName
         let target = target ?? self
         try validateName(key, as: .item)
         try validateName(newKey, as: .item)
-        guard let fromService = service, let toService = target.service else { throw .serviceRequired }
+        guard let fromService = serviceName, let toService = target.serviceName else { throw .serviceRequired }
         if case .shared(let shared) = try resolve(forWriting: true) { throw .ownerOnly(shared, action: "rename items") }
         if case .shared(let shared) = try target.resolve(forWriting: true) { throw .ownerOnly(shared, action: "add items") }
         guard let moving = try item(key), let level = moving.accessibility else { return false }
@@ -158,7 +166,7 @@ extension Keychain {
         defer { value.overwriteWithZeros() }
 
         if try target.item(newKey) != nil {
-            guard replacing else { throw .alreadyExists(service: toService, name: newKey) }
+            guard replacing else { throw .alreadyExists(service: toService.description, name: newKey.description) }
             guard let bytes = try data(forKey: key) else { return false }
             value = bytes
             if try !target.replace(value, forKey: newKey) {
@@ -171,7 +179,7 @@ extension Keychain {
                 try moving.serial.move(from: from, to: home.serial, exclusive: true)
             } catch {
                 if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { return false }
-                if error.errno == .fileExists { throw .alreadyExists(service: toService, name: newKey) }
+                if error.errno == .fileExists { throw .alreadyExists(service: toService.description, name: newKey.description) }
                 throw KeychainError(error)
             }
             return true
@@ -188,9 +196,10 @@ extension Keychain {
     /// under the new name and every key moves over (`keyctl_move`), so every item keeps
     /// its serial, level, device-only flag and deadline. Fails with
     /// ``KeychainError/alreadyExists(service:name:)`` if the new name has items.
-    public func renameService(to newService: String) throws(KeychainError) {
+    public func renameService(to newService: some KeyNameConvertible) throws(KeychainError) {
+        let newService = newService.keyName
         try validateName(newService, as: .service)
-        let service: String
+        let service: KeyName
         switch try resolve(forWriting: true) {
         case .anyService: throw .serviceRequired
         case .shared(let shared): throw .ownerOnly(shared, action: "rename the service")
@@ -198,9 +207,9 @@ extension Keychain {
         }
         if service == newService { return }
         let target = try Keychain(service: newService)
-        guard try target.allKeys().isEmpty else { throw .alreadyExists(service: newService, name: nil) }
+        guard try target.allKeyNames().isEmpty else { throw .alreadyExists(service: newService.description, name: nil) }
         let rings = try ServiceKeyring.rings(of: service, startingWith: accessibility)
-        guard !rings.isEmpty else { throw .noSuchService(service) }
+        guard !rings.isEmpty else { throw .noSuchService(service.description) }
         for ring in rings {
             let destination = try ServiceKeyring.findOrCreate(service: newService, marker: ring.marker, anchor: ring.anchor)
             do throws(KeyctlError) {
@@ -222,7 +231,7 @@ extension Keychain {
 
     /// The keyring an item of the caller's own was found in: its service's ring at its level.
     private func ringHolding(_ item: KeychainItem) throws(KeychainError) -> KeySerial {
-        guard let service, let level = item.accessibility,
+        guard let service = serviceName, let level = item.accessibility,
               let ring = try ServiceKeyring.rings(of: service, startingWith: level).first(where: { $0.accessibility == level })
         else { throw .noSuchService(service ?? "") }
         return ring.serial
@@ -231,14 +240,14 @@ extension Keychain {
     /// Creates the service's keyring at this keychain's accessibility, if the service
     /// has none there yet (race-free, as for the first item written).
     public func createService() throws(KeychainError) {
-        guard let service else { throw .serviceRequired }
+        guard let service = serviceName else { throw .serviceRequired }
         _ = try ServiceKeyring.findOrCreate(service: service, marker: accessibility.marker, anchor: accessibility.anchor)
     }
 
     /// Whether the service has a keyring at any accessibility (it may hold no items).
     /// Stops at the first keyring found, so the common case is one `keyctl_search`.
     public func serviceExists() throws(KeychainError) -> Bool {
-        guard let service else { return true }
+        guard let service = serviceName else { return true }
         return try !ServiceKeyring.rings(of: service, startingWith: accessibility, stopAtFirst: true).isEmpty
     }
 }

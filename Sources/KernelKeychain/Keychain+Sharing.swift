@@ -36,7 +36,7 @@ extension Keychain {
         try Self.apply(nil, to: try ownRings().map(\.serial))
         // Again, listing the keyrings afresh: a concurrent write may have made one at a
         // new level and let it join the sharing before this unshare reached the others.
-        guard let service else { return }
+        guard let service = serviceName else { return }
         try Self.apply(nil, to: try ServiceKeyring.rings(of: service).map(\.serial))
     }
 
@@ -75,25 +75,25 @@ extension Keychain {
     /// caller's own. The caller's own service wins when it has one (and no other owner
     /// was named); a write with nothing shared yet creates the caller's own.
     internal func sharedService(forWriting: Bool) throws(KeychainError) -> SharedService? {
-        guard reachesShared, let service else { return nil }
+        guard reachesShared, let service = serviceName else { return nil }
         if owner == geteuid() { return nil }
         if owner == nil, try serviceExists() { return nil }
         let found = SharedServices.visible(service: service, group: accessGroup?.gid, owner: owner)
-        if found.count > 1 { throw .sharedByMany(service: service, owners: found.map(\.ownerName)) }
+        if found.count > 1 { throw .sharedByMany(service: service.description, owners: found.map(\.ownerName)) }
         if let only = found.first { return only }
         if forWriting && owner == nil { return nil }
-        throw .notShared(service: service, group: accessGroup?.name,
+        throw .notShared(service: service.description, group: accessGroup?.name,
                          owner: owner.map { Accounts.name(ofUser: $0) ?? String($0) })
     }
 
     /// Finds an item in another user's shared service.
-    internal func locate(_ key: String, in shared: SharedService) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
+    internal func locate(_ key: KeyName, in shared: SharedService) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
         for ring in shared.rings {
             do {
                 if let item = try ring.serial.search(type: "user", description: key) { return (ring.serial, item) }
             } catch {
                 // Unshared between the scan and the search.
-                if error.errno == .permissionDenied { throw .notShared(service: shared.service, group: accessGroup?.name, owner: shared.ownerName) }
+                if error.errno == .permissionDenied { throw .notShared(service: shared.service.description, group: accessGroup?.name, owner: shared.ownerName) }
                 throw KeychainError(error)
             }
         }
@@ -105,7 +105,7 @@ extension Keychain {
     /// A member's write: the item must exist (only its owner adds items, which keeps
     /// every key of the service in the owner's quota and under the owner's control),
     /// and its value is replaced in place, keeping owner, permissions and expiry.
-    internal func update(_ bytes: UnsafeRawBufferPointer, forKey key: String, in shared: SharedService) throws(KeychainError) {
+    internal func update(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, in shared: SharedService) throws(KeychainError) {
         guard shared.sharing.isGroupWritable else { throw .sharedReadOnly(shared) }
         guard timeout == nil else { throw .ownerOnly(shared, action: "set an item's lifetime") }
         guard let located = try locate(key, in: shared) else { throw .ownerOnly(shared, action: "add items") }
@@ -118,7 +118,7 @@ extension Keychain {
     }
 
     /// A member's removal, allowed when the group may write the service keyring.
-    internal func remove(_ key: String, from shared: SharedService) throws(KeychainError) -> Bool {
+    internal func remove(_ key: KeyName, from shared: SharedService) throws(KeychainError) -> Bool {
         guard shared.sharing.isGroupWritable else { throw .sharedReadOnly(shared) }
         guard let located = try locate(key, in: shared) else { return false }
         do {
@@ -189,9 +189,9 @@ extension Keychain {
 
     /// Every keyring of the caller's own service; throws if there is none.
     private func ownRings() throws(KeychainError) -> [ServiceKeyring] {
-        guard let service else { throw .serviceRequired }
+        guard let service = serviceName else { throw .serviceRequired }
         let rings = try ServiceKeyring.rings(of: service)
-        guard !rings.isEmpty else { throw .noSuchService(service) }
+        guard !rings.isEmpty else { throw .noSuchService(service.description) }
         return rings
     }
 
@@ -245,13 +245,13 @@ extension Keychain {
 
 /// A keyring whose items ``Keychain/items()`` lists, with what is known of it.
 internal struct ListedRing {
-    var service: String
+    var service: KeyName
     var serial: KeySerial
     var accessibility: Accessibility?
     var owner: UInt32
     var sharing: Sharing?
 
-    init(service: String, serial: KeySerial, accessibility: Accessibility?, owner: UInt32, sharing: Sharing?) {
+    init(service: KeyName, serial: KeySerial, accessibility: Accessibility?, owner: UInt32, sharing: Sharing?) {
         self.service = service
         self.serial = serial
         self.accessibility = accessibility
@@ -260,7 +260,7 @@ internal struct ListedRing {
     }
 
     /// One of the caller's own rings; its sharing is read from the kernel.
-    init(service: String, ring: ServiceKeyring) {
+    init(service: KeyName, ring: ServiceKeyring) {
         self.init(service: service, serial: ring.serial, accessibility: ring.accessibility, owner: geteuid(),
                   sharing: (try? ring.serial.describe()).flatMap(Sharing.init))
     }

@@ -1,3 +1,5 @@
+import Keyrings
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -17,7 +19,7 @@ extension Keychain {
     ///
     /// The kernel calls are those of ``set(_:forKey:)-(String,_)`` (`add_key`), and
     /// `keyctl_unlink` of ``remove(_:)`` for a removal.
-    public subscript(key: String) -> String? {
+    public subscript(key: some KeyNameConvertible) -> String? {
         get { (try? string(forKey: key)) ?? nil }
         nonmutating set {
             guard let newValue, !newValue.isEmpty else { return assignRemoving(key) }
@@ -30,7 +32,7 @@ extension Keychain {
     /// Assignment behaves as for the text subscript: a value that cannot be stored
     /// removes the old one rather than leaving it to be served. Use
     /// ``set(_:forKey:)-(Bytes,_)`` to see errors.
-    public subscript(bytes key: String) -> [UInt8]? {
+    public subscript(bytes key: some KeyNameConvertible) -> [UInt8]? {
         get { (try? data(forKey: key)) ?? nil }
         nonmutating set {
             guard let newValue, !newValue.isEmpty else { return assignRemoving(key) }
@@ -39,7 +41,7 @@ extension Keychain {
     }
 
     /// The removal an assignment falls back to; it cannot throw either.
-    private func assignRemoving(_ key: String) {
+    private func assignRemoving(_ key: some KeyNameConvertible) {
         _ = try? remove(key)
     }
 
@@ -51,7 +53,7 @@ extension Keychain {
     /// for nil.
     /// - Throws: ``KeychainError/decodingFailed(item:reason:)`` if the value cannot be
     ///   encoded, and the errors of ``set(_:forKey:)-(Bytes,_)`` and ``remove(_:)``.
-    public func set<Value: Encodable>(json value: Value, forKey key: String) throws(KeychainError) {
+    public func set<Value: Encodable>(json value: Value, forKey key: some KeyNameConvertible) throws(KeychainError) {
         if let optional = value as? any OptionalValue, optional.isNone {
             try remove(key)
             return
@@ -60,7 +62,7 @@ extension Keychain {
         do {
             encoded = try JSONEncoder().encode(value)
         } catch {
-            throw .decodingFailed(item: key, reason: "the value cannot be encoded as JSON: \(error)")
+            throw .decodingFailed(item: key.keyName.description, reason: "the value cannot be encoded as JSON: \(error)")
         }
         var bytes = Array(encoded)
         defer { bytes.overwriteWithZeros() }
@@ -71,13 +73,13 @@ extension Keychain {
     ///
     /// - Throws: ``KeychainError/decodingFailed(item:reason:)`` if the stored bytes are
     ///   not JSON of that type.
-    public func json<Value: Decodable>(_ type: Value.Type, forKey key: String) throws(KeychainError) -> Value? {
+    public func json<Value: Decodable>(_ type: Value.Type, forKey key: some KeyNameConvertible) throws(KeychainError) -> Value? {
         guard var bytes = try data(forKey: key) else { return nil }
         defer { bytes.overwriteWithZeros() }
         do {
             return try JSONDecoder().decode(type, from: Data(bytes))
         } catch {
-            throw .decodingFailed(item: key, reason: "the value is not JSON of type \(type): \(error)")
+            throw .decodingFailed(item: key.keyName.description, reason: "the value is not JSON of type \(type): \(error)")
         }
     }
 }

@@ -21,8 +21,11 @@ import Musl
 /// under the anchor keyring of the item's ``Accessibility``; an item is a `user` key in
 /// it whose payload is the value's bytes.
 public struct Keychain: Sendable, Hashable {
-    /// The service whose items this keychain reads and writes; nil for ``anyService``.
-    public let service: String?
+    /// The service whose items this keychain reads and writes, byte for byte; nil for
+    /// ``anyService``.
+    public let serviceName: KeyName?
+    /// The service's name for people (see ``KeyName/description``); nil for ``anyService``.
+    public var service: String? { serviceName?.description }
     /// Where ``set(_:forKey:)`` puts items. Reads find an item at any level.
     public var accessibility: Accessibility
     /// How long items written through this keychain live; nil for no expiry.
@@ -54,12 +57,13 @@ public struct Keychain: Sendable, Hashable {
     ///   ``KeychainError/notInGroup(_:addedSinceLogin:)`` and
     ///   ``KeychainError/unknownUser(_:)`` for a group or owner that cannot be used.
     public init(
-        service: String, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil,
+        service: some KeyNameConvertible, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil,
         accessGroup: String? = nil, owner: String? = nil, groupWritable: Bool = false
     ) throws(KeychainError) {
+        let service = service.keyName
         try validateName(service, as: .service)
         if let timeout { _ = try timeoutSeconds(timeout) }
-        self.service = service
+        self.serviceName = service
         self.accessibility = accessibility
         self.timeout = timeout
         self.groupWritable = groupWritable
@@ -79,7 +83,7 @@ public struct Keychain: Sendable, Hashable {
     }
 
     private init(wildcard: Void) {
-        self.service = nil
+        self.serviceName = nil
         self.accessibility = .whenUnlocked
         self.timeout = nil
         self.accessGroup = nil
@@ -94,7 +98,7 @@ public struct Keychain: Sendable, Hashable {
     /// The keychain of this program: service `$KC_SERVICE`, else the executable's name.
     public static var `default`: Keychain {
         get throws(KeychainError) {
-            if let fromEnvironment = getenv("KC_SERVICE").map({ String(cString: $0) }), !fromEnvironment.isEmpty {
+            if let fromEnvironment = getenv("KC_SERVICE").map({ KeyName(cString: $0) }), !fromEnvironment.bytes.isEmpty {
                 return try Keychain(service: fromEnvironment)
             }
             let executable = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 }
@@ -125,7 +129,8 @@ public struct Keychain: Sendable, Hashable {
     /// The kernel calls are `keyctl_search` (service keyring, then item) and
     /// `keyctl_read`; the caller needs search and read permission, which items made by
     /// kc grant to their owner's uid.
-    public func withBytes<R>(forKey key: String, _ body: (UnsafeRawBufferPointer) -> R) throws(KeychainError) -> R? {
+    public func withBytes<R>(forKey key: some KeyNameConvertible, _ body: (UnsafeRawBufferPointer) -> R) throws(KeychainError) -> R? {
+        let key = key.keyName
         try validateName(key, as: .item)
         guard let located = try locate(key, in: resolve(forWriting: false)) else { return nil }
         do {
@@ -137,24 +142,25 @@ public struct Keychain: Sendable, Hashable {
     }
 
     /// The item's bytes, or nil. The caller owns the copy; zero it when done.
-    public func data(forKey key: String) throws(KeychainError) -> [UInt8]? {
+    public func data(forKey key: some KeyNameConvertible) throws(KeychainError) -> [UInt8]? {
         try withBytes(forKey: key) { Array($0) }
     }
 
     /// The item as UTF-8 text, or nil.
     ///
     /// - Throws: ``KeychainError/decodingFailed(item:reason:)`` if the bytes are not UTF-8.
-    public func string(forKey key: String) throws(KeychainError) -> String? {
+    public func string(forKey key: some KeyNameConvertible) throws(KeychainError) -> String? {
         let text: String?? = try withBytes(forKey: key) { String(validating: $0, as: UTF8.self) }
         guard let text else { return nil }
         guard let text else {
-            throw .decodingFailed(item: key, reason: "the value is not valid UTF-8; read it with data(forKey:)")
+            throw .decodingFailed(item: key.keyName.description, reason: "the value is not valid UTF-8; read it with data(forKey:)")
         }
         return text
     }
 
     /// Whether the item exists (at any accessibility).
-    public func contains(_ key: String) throws(KeychainError) -> Bool {
+    public func contains(_ key: some KeyNameConvertible) throws(KeychainError) -> Bool {
+        let key = key.keyName
         try validateName(key, as: .item)
         return try locate(key, in: resolve(forWriting: false)) != nil
     }
@@ -162,14 +168,14 @@ public struct Keychain: Sendable, Hashable {
     /// Compares `candidate` with the stored value in time that depends only on their
     /// lengths, not on where they differ (UYLPasswordManager's `validKey`). False if the
     /// item is missing.
-    public func matches(_ candidate: some Collection<UInt8>, forKey key: String) throws(KeychainError) -> Bool {
+    public func matches(_ candidate: some Collection<UInt8>, forKey key: some KeyNameConvertible) throws(KeychainError) -> Bool {
         var probe = Array(candidate)
         defer { probe.overwriteWithZeros() }
         return try withBytes(forKey: key) { stored in constantTimeEquals(stored, probe) } ?? false
     }
 
     /// ``matches(_:forKey:)`` for text, compared as UTF-8.
-    public func matches(_ candidate: String, forKey key: String) throws(KeychainError) -> Bool {
+    public func matches(_ candidate: String, forKey key: some KeyNameConvertible) throws(KeychainError) -> Bool {
         try matches(candidate.utf8, forKey: key)
     }
 
@@ -183,9 +189,10 @@ public struct Keychain: Sendable, Hashable {
     /// `keyctl_setperm` (owner-only) and `keyctl_set_timeout`.
     /// - Throws: ``KeychainError/emptyValue``, ``KeychainError/valueTooLarge(size:)``,
     ///   ``KeychainError/quotaExceeded(_:usage:)`` and the kernel's refusals.
-    public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: String) throws(KeychainError) {
+    public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: some KeyNameConvertible) throws(KeychainError) {
         var copy = Array(value)
         defer { copy.overwriteWithZeros() }
+        let key = key.keyName
         try copy.withUnsafeBytes { bytes in
             Result { () throws(KeychainError) in try store(bytes, forKey: key) }
         }.get()
@@ -193,15 +200,16 @@ public struct Keychain: Sendable, Hashable {
 
     /// Stores `value` at this keychain's accessibility, expiring at `deadline` (or with
     /// nil, as ``timeout``): a copy of an item keeps the original's deadline exactly.
-    public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: String, until deadline: Deadline?) throws(KeychainError) {
+    public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: some KeyNameConvertible, until deadline: Deadline?) throws(KeychainError) {
         var copy = Array(value)
         defer { copy.overwriteWithZeros() }
-        try store(copy, forKey: key, until: deadline)
+        try store(copy, forKey: key.keyName, until: deadline)
     }
 
     /// Stores text as its UTF-8 bytes. See ``set(_:forKey:)-(Bytes,_)``.
-    public func set(_ value: String, forKey key: String) throws(KeychainError) {
+    public func set(_ value: String, forKey key: some KeyNameConvertible) throws(KeychainError) {
         var text = value
+        let key = key.keyName
         try text.withUTF8 { bytes in
             Result { () throws(KeychainError) in try store(UnsafeRawBufferPointer(bytes), forKey: key) }
         }.get()
@@ -211,7 +219,8 @@ public struct Keychain: Sendable, Hashable {
     ///
     /// The kernel call is `keyctl_unlink` from its service keyring.
     @discardableResult
-    public func remove(_ key: String) throws(KeychainError) -> Bool {
+    public func remove(_ key: some KeyNameConvertible) throws(KeychainError) -> Bool {
+        let key = key.keyName
         try validateName(key, as: .item)
         switch try resolve(forWriting: true) {
         case .anyService:
@@ -252,10 +261,17 @@ public struct Keychain: Sendable, Hashable {
 
     // MARK: Listing
 
-    /// The names of the service's items, sorted, at every accessibility. Cheaper than
-    /// ``items()``: a describe per item, no size or expiry.
+    /// The names of the service's items as text, at every accessibility, sorted by their
+    /// bytes. A name that is not UTF-8 shows its other bytes as U+FFFD and cannot be used
+    /// to read the item: ``allKeyNames()`` has the exact names.
     public func allKeys() throws(KeychainError) -> [String] {
-        var names: [String] = []
+        try allKeyNames().map { String(decoding: $0.bytes, as: UTF8.self) }
+    }
+
+    /// The exact names of the service's items, at every accessibility, sorted by their
+    /// bytes. Cheaper than ``items()``: a describe per item, no size or expiry.
+    public func allKeyNames() throws(KeychainError) -> [KeyName] {
+        var names: [KeyName] = []
         for ring in try listedRings() {
             for (_, info) in try userKeys(in: ring) { names.append(info.description) }
         }
@@ -321,14 +337,10 @@ public struct Keychain: Sendable, Hashable {
         return keys
     }
 
-    /// The names of every service that has a keyring at any accessibility, sorted.
-    public static func services() throws(KeychainError) -> [String] {
-        // Byte for byte, as the kernel compares descriptions: Swift's `==` would merge
-        // the NFC and NFD spellings of one name, which are two services.
-        var seen = Set<[UInt8]>()
-        return try ServiceKeyring.everywhere().map(\.name)
-            .filter { seen.insert(Array($0.utf8)).inserted }
-            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    /// The names of every service that has a keyring at any accessibility, sorted by
+    /// their bytes.
+    public static func services() throws(KeychainError) -> [KeyName] {
+        Array(Set(try ServiceKeyring.everywhere().map(\.name))).sorted()
     }
 
     // MARK: Internals
@@ -337,7 +349,7 @@ public struct Keychain: Sendable, Hashable {
     /// resolves, then acts on what it got.
     internal enum Scope {
         /// The caller's own service (it may not exist yet).
-        case own(String)
+        case own(KeyName)
         /// Another user's service, shared with the caller through a group.
         case shared(SharedService)
         /// ``Keychain/anyService``: whichever of the caller's services holds the item.
@@ -345,14 +357,14 @@ public struct Keychain: Sendable, Hashable {
     }
 
     internal func resolve(forWriting: Bool) throws(KeychainError) -> Scope {
-        guard let service else { return .anyService }
+        guard let service = serviceName else { return .anyService }
         if reachesShared, let shared = try sharedService(forWriting: forWriting) { return .shared(shared) }
         return .own(service)
     }
 
     /// Finds the item: in its own service, the keychain's own accessibility first (one
     /// search for the service keyring, one for the item), then the other levels.
-    internal func locate(_ key: String, in scope: Scope) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
+    internal func locate(_ key: KeyName, in scope: Scope) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
         switch scope {
         case .anyService:
             return try locateInAnyService(key)
@@ -383,7 +395,7 @@ public struct Keychain: Sendable, Hashable {
     /// runtime would build by name at first use (about 40,000 instructions, 6% of a
     /// `kc get`, measured with callgrind). `KeySerial.search` already answers nil for a
     /// key that vanished.
-    internal func search(ring: KeySerial, for key: String) throws(KeychainError) -> KeySerial? {
+    internal func search(ring: KeySerial, for key: KeyName) throws(KeychainError) -> KeySerial? {
         do {
             return try ring.search(type: "user", description: key)
         } catch where error.errno == .permissionDenied {
@@ -394,7 +406,7 @@ public struct Keychain: Sendable, Hashable {
         }
     }
 
-    private func locateInAnyService(_ key: String) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
+    private func locateInAnyService(_ key: KeyName) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
         for (_, ring) in try ServiceKeyring.everywhere().sorted(by: { $0.name < $1.name }) {
             if let item = try search(ring: ring.serial, for: key) { return (ring.serial, item) }
         }
@@ -403,7 +415,7 @@ public struct Keychain: Sendable, Hashable {
 
     /// Every key named `key` in the rings, with its ring. Normally one; two while
     /// writers at two levels race (see ``store(_:forKey:until:)``).
-    internal func copies(of key: String, in rings: [ServiceKeyring]) throws(KeychainError) -> [(ring: ServiceKeyring, item: KeySerial)] {
+    internal func copies(of key: KeyName, in rings: [ServiceKeyring]) throws(KeychainError) -> [(ring: ServiceKeyring, item: KeySerial)] {
         var found: [(ring: ServiceKeyring, item: KeySerial)] = []
         for ring in rings {
             if let item = try search(ring: ring.serial, for: key) { found.append((ring, item)) }
@@ -420,20 +432,20 @@ public struct Keychain: Sendable, Hashable {
     /// write, keeps the copy with the lowest serial and unlinks the others. Every unlink
     /// is justified by a lower serial that existed when it was decided, so the lowest
     /// never goes: some item always survives, and exactly one is left when they are done.
-    internal func store(_ value: [UInt8], forKey key: String, until deadline: Deadline?) throws(KeychainError) {
+    internal func store(_ value: [UInt8], forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
         try value.withUnsafeBytes { bytes in
             Result { () throws(KeychainError) in try store(bytes, forKey: key, until: deadline) }
         }.get()
     }
 
-    internal func store(_ bytes: UnsafeRawBufferPointer, forKey key: String, until deadline: Deadline? = nil) throws(KeychainError) {
+    internal func store(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline? = nil) throws(KeychainError) {
         try validateName(key, as: .item)
         guard !bytes.isEmpty else { throw .emptyValue }
         guard bytes.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: bytes.count) }
         var seconds = try timeout.map { (timeout) throws(KeychainError) in try timeoutSeconds(timeout) } ?? 0
         if let deadline { seconds = UInt32(clamping: max(deadline.secondsLeft, 1)) }
 
-        let service: String
+        let service: KeyName
         switch try resolve(forWriting: true) {
         case .anyService: throw .serviceRequired
         case .shared(let shared): return try update(bytes, forKey: key, in: shared)
@@ -503,7 +515,7 @@ public struct Keychain: Sendable, Hashable {
     /// same key, so level changes keep it), and any other copy is unlinked.
     /// Returns the key kept, if there was one.
     @discardableResult
-    private func gather(_ key: String, into home: ServiceKeyring, from rings: [ServiceKeyring]) throws(KeychainError) -> KeySerial? {
+    private func gather(_ key: KeyName, into home: ServiceKeyring, from rings: [ServiceKeyring]) throws(KeychainError) -> KeySerial? {
         let found = try copies(of: key, in: rings)
         guard let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return nil }
         try unlink(found.filter { $0.item != keep.item })
@@ -520,7 +532,7 @@ public struct Keychain: Sendable, Hashable {
     }
 
     /// After a write: one copy stays, the one with the lowest serial.
-    internal func keepOneCopy(of key: String, in rings: [ServiceKeyring]) throws(KeychainError) {
+    internal func keepOneCopy(of key: KeyName, in rings: [ServiceKeyring]) throws(KeychainError) {
         let found = try copies(of: key, in: rings)
         guard found.count > 1, let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return }
         try unlink(found.filter { $0.item != keep.item })

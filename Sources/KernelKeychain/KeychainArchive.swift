@@ -1,3 +1,5 @@
+import Keyrings
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -6,8 +8,8 @@ import Foundation
 
 /// One item as an export carries it. Device-only items are never exported.
 public struct ExportedItem: Sendable, Hashable {
-    public var service: String
-    public var name: String
+    public var service: KeyName
+    public var name: KeyName
     public var level: Accessibility.Level
     /// When the item expires (restored on import, so an export and import never make
     /// it live longer, however far apart); nil for no expiry.
@@ -17,7 +19,7 @@ public struct ExportedItem: Sendable, Hashable {
     /// The expiry left now; nil for none.
     public var secondsLeft: UInt64? { deadline?.secondsLeft }
 
-    public init(service: String, name: String, level: Accessibility.Level, deadline: Deadline?, value: [UInt8]) {
+    public init(service: KeyName, name: KeyName, level: Accessibility.Level, deadline: Deadline?, value: [UInt8]) {
         self.service = service
         self.name = name
         self.level = level
@@ -26,7 +28,7 @@ public struct ExportedItem: Sendable, Hashable {
     }
 
     /// An item whose expiry is counted from now.
-    public init(service: String, name: String, level: Accessibility.Level, secondsLeft: UInt64?, value: [UInt8]) {
+    public init(service: KeyName, name: KeyName, level: Accessibility.Level, secondsLeft: UInt64?, value: [UInt8]) {
         self.init(service: service, name: name, level: level, deadline: secondsLeft.map(Deadline.fromNow(seconds:)), value: value)
     }
 }
@@ -51,6 +53,8 @@ public struct ArchiveError: Error, Sendable, Equatable, CustomStringConvertible 
 ///      "items": [{"service": "com.x", "name": "token", "access": "when-unlocked",
 ///                 "secondsLeft": null, "expiresAt": null, "value": "<base64 of the exact bytes>"}]}
 ///
+/// A service or item name that is not UTF-8 also has `serviceBase64` or `nameBase64`,
+/// its exact bytes, which an import uses (see ``KeyName/jsonBase64``).
 /// `expiresAt` (seconds since the epoch) is the deadline an import restores; an archive
 /// without it (kc before 0.3, or written by hand) counts `secondsLeft` from the import.
 public enum KeychainArchive {
@@ -93,12 +97,12 @@ public enum KeychainArchive {
     /// items, though Swift's `==` calls them equal.
     private static func refuseDuplicates(_ items: [ExportedItem]) throws(ArchiveError) {
         struct Identity: Hashable {
-            var service: [UInt8]
-            var name: [UInt8]
+            var service: KeyName
+            var name: KeyName
         }
         var firstIndex: [Identity: Int] = [:]
         for (index, item) in items.enumerated() {
-            let identity = Identity(service: Array(item.service.utf8), name: Array(item.name.utf8))
+            let identity = Identity(service: item.service, name: item.name)
             if let first = firstIndex[identity] {
                 throw ArchiveError(location: "items[\(index)]", problem:
                     "names item '\(item.service)/\(item.name)' again (first in items[\(first)]); remove one of them")
@@ -118,17 +122,22 @@ public enum KeychainArchive {
 
         init(_ item: ExportedItem) { self.item = item }
 
-        enum CodingKeys: String, CodingKey { case service, name, access, secondsLeft, expiresAt, value }
+        enum CodingKeys: String, CodingKey { case service, serviceBase64, name, nameBase64, access, secondsLeft, expiresAt, value }
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            let service = try container.decode(String.self, forKey: .service)
-            let name = try container.decode(String.self, forKey: .name)
-            for (key, text, kind) in [(CodingKeys.service, service, NameKind.service), (.name, name, .item)] {
-                do { try validateName(text, as: kind) } catch {
+            func name(_ key: CodingKeys, _ base64Key: CodingKeys, as kind: NameKind) throws -> KeyName {
+                let text = try container.decode(String.self, forKey: key)
+                guard let name = KeyName(jsonText: text, base64: try container.decodeIfPresent(String.self, forKey: base64Key)) else {
+                    throw DecodingError.dataCorruptedError(forKey: base64Key, in: container, debugDescription: "is not base64")
+                }
+                do { try validateName(name, as: kind) } catch {
                     throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "\(error)")
                 }
+                return name
             }
+            let service = try name(.service, .serviceBase64, as: .service)
+            let name = try name(.name, .nameBase64, as: .item)
             let accessText = try container.decode(String.self, forKey: .access)
             guard let level = Accessibility.Level(rawValue: accessText) else {
                 throw DecodingError.dataCorruptedError(forKey: .access, in: container, debugDescription:
@@ -158,8 +167,8 @@ public enum KeychainArchive {
 
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(item.service, forKey: .service)
-            try container.encode(item.name, forKey: .name)
+            try container.encode(item.service, forKey: .service, base64Key: .serviceBase64)
+            try container.encode(item.name, forKey: .name, base64Key: .nameBase64)
             try container.encode(item.level.rawValue, forKey: .access)
             try container.encode(item.secondsLeft, forKey: .secondsLeft)
             try container.encode(item.deadline?.secondsSinceEpoch, forKey: .expiresAt)

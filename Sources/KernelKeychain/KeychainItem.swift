@@ -2,8 +2,10 @@ import Keyrings
 
 /// What the kernel knows of one item, without its value.
 public struct KeychainItem: Sendable, Hashable {
-    public var service: String
-    public var name: String
+    /// The service's name and the item's, byte for byte (``KeyName/description`` shows
+    /// them to people).
+    public var service: KeyName
+    public var name: KeyName
     /// The item's level; nil for another user's item: the anchor keyring it hangs
     /// from is theirs and cannot be seen.
     public var accessibility: Accessibility?

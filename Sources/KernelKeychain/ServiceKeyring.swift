@@ -64,10 +64,10 @@ internal enum ServiceMarker: CaseIterable, Sendable {
     static let portablePrefix = "kc:"
     static let deviceOnlyPrefix = "kc.local:"
 
-    func keyringDescription(for service: String) -> String {
+    func keyringDescription(for service: KeyName) -> KeyName {
         switch self {
-        case .portable: Self.portablePrefix + service
-        case .deviceOnly: Self.deviceOnlyPrefix + service
+        case .portable: KeyName(Self.portablePrefix) + service
+        case .deviceOnly: KeyName(Self.deviceOnlyPrefix) + service
         }
     }
 
@@ -76,12 +76,10 @@ internal enum ServiceMarker: CaseIterable, Sendable {
         first == .portable ? [.portable, .deviceOnly] : [.deviceOnly, .portable]
     }
 
-    static func parse(keyringDescription description: String) -> (ServiceMarker, String)? {
-        if description.hasPrefix(portablePrefix) {
-            return (.portable, String(description.dropFirst(portablePrefix.count)))
-        }
-        if description.hasPrefix(deviceOnlyPrefix) {
-            return (.deviceOnly, String(description.dropFirst(deviceOnlyPrefix.count)))
+    static func parse(keyringDescription description: KeyName) -> (ServiceMarker, KeyName)? {
+        for marker in allCases {
+            let prefix = KeyName(marker == .portable ? portablePrefix : deviceOnlyPrefix)
+            if description.hasPrefix(prefix) { return (marker, description.dropFirst(prefix.bytes.count)) }
         }
         return nil
     }
@@ -97,7 +95,7 @@ internal struct ServiceKeyring: Hashable, Sendable {
 
     /// Finds a service keyring from `anchor` (which also searches keyrings nested in it,
     /// such as the user keyring inside the session keyring). Nil if there is none.
-    static func find(service: String, marker: ServiceMarker, under anchorSerial: KeySerial) throws(KeychainError) -> KeySerial? {
+    static func find(service: KeyName, marker: ServiceMarker, under anchorSerial: KeySerial) throws(KeychainError) -> KeySerial? {
         do {
             return try anchorSerial.search(type: "keyring", description: marker.keyringDescription(for: service))
         } catch {
@@ -111,7 +109,7 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// such as the user keyring linked in the session keyring; that ring is found again
     /// under its own anchor). With `stopAtFirst`, the first hit of any kind ends the
     /// probe: enough to tell whether the service exists.
-    static func rings(of service: String, startingWith first: Accessibility = .whenUnlocked,
+    static func rings(of service: KeyName, startingWith first: Accessibility = .whenUnlocked,
                       stopAtFirst: Bool = false) throws(KeychainError) -> [ServiceKeyring] {
         var rings: [ServiceKeyring] = []
         for anchor in Anchor.probeOrder(startingWith: first.anchor) {
@@ -138,7 +136,7 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// in this thread's private keyring and moved into the anchor with KEYCTL_MOVE_EXCL;
     /// if another process got there first the move fails with EEXIST and the winner is
     /// used (and if the winner is removed before it can be used, the dance starts over).
-    static func findOrCreate(service: String, marker: ServiceMarker, anchor: Anchor) throws(KeychainError) -> ServiceKeyring {
+    static func findOrCreate(service: KeyName, marker: ServiceMarker, anchor: Anchor) throws(KeychainError) -> ServiceKeyring {
         let serial = try findOrCreateKeyring(described: marker.keyringDescription(for: service), in: anchor.serialForWriting())
         return ServiceKeyring(serial: serial, anchor: anchor, marker: marker)
     }
@@ -155,7 +153,7 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// Either way the home anchor is made ready for writing first (see
     /// ``Anchor/serialForWriting()``): a new key grants its owner only "view" until kc
     /// sets its mask, and setting it needs the possession that gives.
-    static func rings(of service: String, home accessibility: Accessibility) throws(KeychainError)
+    static func rings(of service: KeyName, home accessibility: Accessibility) throws(KeychainError)
         -> (home: ServiceKeyring, all: [ServiceKeyring]) {
         _ = try accessibility.anchor.serialForWriting()
         let probed = try rings(of: service, startingWith: accessibility)
@@ -168,8 +166,8 @@ internal struct ServiceKeyring: Hashable, Sendable {
 
     /// Every service keyring of every anchor, with its service name: what `kc ls` and
     /// the mount's root list. (One service's rings are found with ``rings(of:startingWith:stopAtFirst:)``.)
-    static func everywhere() throws(KeychainError) -> [(name: String, ring: ServiceKeyring)] {
-        var found: [(name: String, ring: ServiceKeyring)] = []
+    static func everywhere() throws(KeychainError) -> [(name: KeyName, ring: ServiceKeyring)] {
+        var found: [(name: KeyName, ring: ServiceKeyring)] = []
         for anchor in Anchor.allCases {
             let anchorSerial = try anchor.serial()
             let linked: [KeySerial]
@@ -188,7 +186,7 @@ internal struct ServiceKeyring: Hashable, Sendable {
 
 /// The keyring described `description` linked directly in `parent`, created race-free
 /// if there is none (see ``ServiceKeyring/findOrCreate(service:marker:anchor:)``).
-internal func findOrCreateKeyring(described description: String, in parent: KeySerial,
+internal func findOrCreateKeyring(described description: KeyName, in parent: KeySerial,
                                   permissions: KeyPermissions = .ownerOnly) throws(KeychainError) -> KeySerial {
     do throws(KeyctlError) {
         for _ in 0..<8 {
@@ -212,7 +210,7 @@ internal func findOrCreateKeyring(described description: String, in parent: KeyS
 
 /// A search finds a keyring linked directly in the parent before any nested one, so
 /// the first hit is the parent's own child if it has one; the link list tells whether it is.
-private func directChild(description: String, of parent: KeySerial) throws(KeyctlError) -> KeySerial? {
+private func directChild(description: KeyName, of parent: KeySerial) throws(KeyctlError) -> KeySerial? {
     guard let found = try parent.search(type: "keyring", description: description) else { return nil }
     return try parent.linkedKeys().contains(found) ? found : nil
 }

@@ -54,7 +54,7 @@ public struct Sharing: Hashable, Sendable, CustomStringConvertible {
 /// A service keyring of another user that this process may search through its group
 /// permission.
 public struct SharedService: Hashable, Sendable {
-    public var service: String
+    public var service: KeyName
     /// The uid that owns the keyring, and its name (the number if it has none).
     public var owner: UInt32
     public var ownerName: String
@@ -70,14 +70,19 @@ internal struct SharedRing: Hashable, Sendable {
 }
 
 internal enum SharedServices {
+    private struct OwnerAndService: Hashable {
+        var owner: UInt32
+        var service: KeyName
+    }
+
     /// Other users' service keyrings this process can see, found by reading /proc/keys,
     /// which lists every key the caller may view. Their owners' anchor keyrings are
     /// private, so this is the only way to find them. Each candidate line is confirmed
     /// with `keyctl_describe`, which is authoritative and exact where /proc/keys pads
     /// and truncates. Nothing is cached: a service unshared a moment ago is gone.
-    static func visible(service: String? = nil, group gid: UInt32? = nil, owner: UInt32? = nil) -> [SharedService] {
+    static func visible(service: KeyName? = nil, group gid: UInt32? = nil, owner: UInt32? = nil) -> [SharedService] {
         guard let text = readProcFile("/proc/keys") else { return [] }
-        var byOwnerAndService: [String: SharedService] = [:]
+        var byOwnerAndService: [OwnerAndService: SharedService] = [:]
         // Only services shared through a group this process carries: a key anyone may
         // view through its "other" rights is not shared with the caller by kc.
         let callerGroups = Set(Accounts.supplementaryGroups() + [getegid()])
@@ -89,7 +94,7 @@ internal enum SharedServices {
                   let sharing = Sharing(info)
             else { continue }
             let ring = SharedRing(serial: serial, marker: marker)
-            let id = "\(uid)/\(name)"
+            let id = OwnerAndService(owner: uid, service: name)
             if var known = byOwnerAndService[id] {
                 known.rings.append(ring)
                 known.sharing.isGroupWritable = known.sharing.isGroupWritable && sharing.isGroupWritable

@@ -1,4 +1,5 @@
 public import KernelKeychain
+public import Keyrings
 public import SystemPackage
 
 /// The filesystem's meaning, over plain types: services are directories and items are
@@ -18,7 +19,7 @@ public final class KeychainFilesystem: Sendable {
 
     /// The node `name` would be inside `parent`; nil if `parent` is a file or the name
     /// can never exist (the kernel checks `/`, NUL and the 255-byte limit first).
-    public func child(of parent: Node, named name: String) throws(FilesystemError) -> Node {
+    public func child(of parent: Node, named name: KeyName) throws(FilesystemError) -> Node {
         switch parent {
         case .root:
             if let service = configuration.service { return .item(service: service, name: name) }
@@ -30,7 +31,8 @@ public final class KeychainFilesystem: Sendable {
             return .item(service: service, name: name)
         case .sharedRoot:
             try check(name, as: .service)  // a user name: the same rules serve
-            return .sharedOwner(name)
+            guard let owner = name.text else { throw FilesystemError(.noSuchFileOrDirectory) }
+            return .sharedOwner(owner)
         case .sharedOwner(let owner):
             try check(name, as: .service)
             return .sharedService(owner: owner, service: name)
@@ -42,7 +44,7 @@ public final class KeychainFilesystem: Sendable {
         }
     }
 
-    private func check(_ name: String, as kind: NameKind) throws(FilesystemError) {
+    private func check(_ name: KeyName, as kind: NameKind) throws(FilesystemError) {
         do {
             try validateName(name, as: kind)
         } catch {
@@ -88,7 +90,7 @@ public final class KeychainFilesystem: Sendable {
     }
 
     /// The names in a directory, with whether each is a directory.
-    public func entries(of node: Node) throws(FilesystemError) -> [(name: String, node: Node)] {
+    public func entries(of node: Node) throws(FilesystemError) -> [(name: KeyName, node: Node)] {
         switch node {
         case .root:
             if let service = configuration.service { return try items(of: service) }
@@ -102,11 +104,11 @@ public final class KeychainFilesystem: Sendable {
             return try items(of: service)
         case .sharedRoot:
             let shared = try attempt { () throws(KeychainError) in try Keychain.sharedServices() }
-            return Set(shared.map(\.ownerName)).sorted().map { ($0, Node.sharedOwner($0)) }
+            return Set(shared.map(\.ownerName)).sorted().map { (KeyName($0), Node.sharedOwner($0)) }
         case .sharedOwner(let owner):
             return try sharedServices(of: owner).map { ($0.service, Node.sharedService(owner: owner, service: $0.service)) }
         case .sharedService(let owner, let service):
-            let names = try attempt { () throws(KeychainError) in try sharedKeychain(owner, service).allKeys() }
+            let names = try attempt { () throws(KeychainError) in try sharedKeychain(owner, service).allKeyNames() }
             return names.map { ($0, Node.sharedItem(owner: owner, service: service, name: $0)) }
         case .item, .sharedItem:
             throw FilesystemError(.notDirectory)
@@ -123,8 +125,8 @@ public final class KeychainFilesystem: Sendable {
         }
     }
 
-    private func items(of service: String) throws(FilesystemError) -> [(name: String, node: Node)] {
-        let names = try attempt { () throws(KeychainError) in try keychain(service).allKeys() }
+    private func items(of service: KeyName) throws(FilesystemError) -> [(name: KeyName, node: Node)] {
+        let names = try attempt { () throws(KeychainError) in try keychain(service).allKeyNames() }
         return names.map { ($0, Node.item(service: service, name: $0)) }
     }
 
@@ -177,7 +179,7 @@ public final class KeychainFilesystem: Sendable {
     /// `name` and `size` bytes cannot fit in the uid's key quota.
     public func checkRoom(forNewItem node: Node, size: Int = 1) throws(FilesystemError) {
         guard case .item(_, let name) = node, let quota = KeyQuota.current() else { return }
-        if quota.keys + 1 > quota.maxKeys || quota.bytes + name.utf8.count + max(size, 1) > quota.maxBytes {
+        if quota.keys + 1 > quota.maxKeys || quota.bytes + name.bytes.count + max(size, 1) > quota.maxBytes {
             throw FilesystemError(.diskQuotaExceeded)
         }
     }
@@ -221,7 +223,7 @@ public final class KeychainFilesystem: Sendable {
         guard try attempt({ () throws(KeychainError) in try existing.serviceExists() }) else {
             throw FilesystemError(.noSuchFileOrDirectory)
         }
-        guard try attempt({ () throws(KeychainError) in try existing.allKeys() }).isEmpty else {
+        guard try attempt({ () throws(KeychainError) in try existing.allKeyNames() }).isEmpty else {
             throw FilesystemError(.directoryNotEmpty)
         }
         try attempt { () throws(KeychainError) in try existing.removeAll() }
@@ -346,11 +348,11 @@ public final class KeychainFilesystem: Sendable {
 
     // MARK: Helpers
 
-    private func keychain(_ service: String) throws(KeychainError) -> Keychain {
+    private func keychain(_ service: KeyName) throws(KeychainError) -> Keychain {
         try Keychain(service: service)
     }
 
-    private func sharedKeychain(_ owner: String, _ service: String) throws(KeychainError) -> Keychain {
+    private func sharedKeychain(_ owner: String, _ service: KeyName) throws(KeychainError) -> Keychain {
         try Keychain(service: service, owner: owner)
     }
 

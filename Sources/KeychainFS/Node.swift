@@ -1,20 +1,21 @@
 public import KernelKeychain
+public import Keyrings
 
 /// A place in the mounted tree, named by what it is rather than by an inode number
 /// (the bridge keeps its own numbers: key serials get reused).
 public enum Node: Hashable, Sendable {
     /// The mount's root: all services, or with `--service` that service's items.
     case root
-    case service(String)
-    case item(service: String, name: String)
+    case service(KeyName)
+    case item(service: KeyName, name: KeyName)
     /// `shared/` (with `--shared`): services other users share with the mounting user.
     case sharedRoot
     /// `shared/<owner>/`
     case sharedOwner(String)
     /// `shared/<owner>/<service>/`
-    case sharedService(owner: String, service: String)
+    case sharedService(owner: String, service: KeyName)
     /// `shared/<owner>/<service>/<item>`
-    case sharedItem(owner: String, service: String, name: String)
+    case sharedItem(owner: String, service: KeyName, name: KeyName)
 
     public var isDirectory: Bool {
         switch self {
@@ -65,7 +66,7 @@ public struct MountConfiguration: Sendable {
     /// Refuse every change with EROFS; files show mode 0400.
     public var readOnly: Bool
     /// Serve one service's items at the root (for `-v /run/kc/S:/run/secrets:ro`).
-    public var service: String?
+    public var service: KeyName?
     /// Where new files (and `mkdir`) put items.
     public var newItemAccessibility: Accessibility
     /// Owner shown for every node: the user who mounted.
@@ -75,9 +76,9 @@ public struct MountConfiguration: Sendable {
     /// through a group. Hides a service of the caller's own named `shared`.
     public var showsShared: Bool
 
-    public static let sharedDirectoryName = "shared"
+    public static let sharedDirectoryName: KeyName = "shared"
 
-    public init(readOnly: Bool = false, service: String? = nil,
+    public init(readOnly: Bool = false, service: KeyName? = nil,
                 newItemAccessibility: Accessibility = .whenUnlocked, uid: UInt32, gid: UInt32, showsShared: Bool = false) {
         self.showsShared = showsShared
         self.readOnly = readOnly

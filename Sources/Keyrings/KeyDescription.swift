@@ -4,10 +4,10 @@ public struct KeyDescription: Hashable, Sendable {
     public var uid: UInt32
     public var gid: UInt32
     public var permissions: KeyPermissions
-    /// The key's description, which may itself contain `;`.
-    public var description: String
+    /// The key's description, byte for byte; it may itself contain `;`.
+    public var description: KeyName
 
-    public init(type: String, uid: UInt32, gid: UInt32, permissions: KeyPermissions, description: String) {
+    public init(type: String, uid: UInt32, gid: UInt32, permissions: KeyPermissions, description: KeyName) {
         self.type = type
         self.uid = uid
         self.gid = gid
@@ -17,15 +17,22 @@ public struct KeyDescription: Hashable, Sendable {
 
     /// Parses the kernel's describe string. The first four fields cannot contain `;`
     /// but the description can, so everything after the fourth `;` is the description.
-    /// Returns nil for anything that is not in that form.
-    public init?(parsing text: some StringProtocol) {
-        let fields = text.split(separator: ";", maxSplits: 4, omittingEmptySubsequences: false)
-        guard fields.count == 5, !fields[0].isEmpty,
-              let uid = Self.parseID(fields[1]), let gid = Self.parseID(fields[2]),
-              let perm = UInt32(fields[3], radix: 16)
+    /// Returns nil for anything that is not in that form. The description is kept as
+    /// bytes: it need not be UTF-8.
+    public init?(parsing bytes: some Collection<UInt8>) {
+        let fields = bytes.split(separator: UInt8(ascii: ";"), maxSplits: 4, omittingEmptySubsequences: false)
+        guard fields.count == 5, !fields[0].isEmpty else { return nil }
+        let text = fields[..<4].map { String(decoding: $0, as: UTF8.self) }
+        guard let uid = Self.parseID(text[1]), let gid = Self.parseID(text[2]),
+              let perm = UInt32(text[3], radix: 16)
         else { return nil }
-        self.init(type: String(fields[0]), uid: uid, gid: gid,
-                  permissions: KeyPermissions(rawValue: perm), description: String(fields[4]))
+        self.init(type: text[0], uid: uid, gid: gid,
+                  permissions: KeyPermissions(rawValue: perm), description: KeyName(bytes: fields[4]))
+    }
+
+    /// ``init(parsing:)-(some Collection<UInt8>)`` of a describe string held as text.
+    public init?(parsing text: String) {
+        self.init(parsing: Array(text.utf8))
     }
 
     // The kernel prints ids with %d, so an unmapped id can appear as -1.

@@ -10,7 +10,7 @@ extension KeySerial {
     ///
     /// Needs write permission on `keyring`. The corresponding C function is `add_key`.
     public static func add(
-        type: String, description: String, payload: UnsafeRawBufferPointer?, into keyring: KeySerial
+        type: String, description: KeyName, payload: UnsafeRawBufferPointer?, into keyring: KeySerial
     ) throws(KeyctlError) -> KeySerial {
         let result = type.withCString { type in
             description.withCString { description in
@@ -29,7 +29,7 @@ extension KeySerial {
     ///
     /// Needs search permission on the keyrings and the key. The corresponding C
     /// function is `keyctl_search`.
-    public func search(type: String, description: String) throws(KeyctlError) -> KeySerial? {
+    public func search(type: String, description: KeyName) throws(KeyctlError) -> KeySerial? {
         let result = type.withCString { type in
             description.withCString { description in
                 keyctlResult { system_keyctl_search(rawValue, type, description, 0) }
@@ -112,7 +112,7 @@ extension KeySerial {
             if length <= capacity {
                 // The kernel counts the terminating NUL in `length`.
                 let bytes = UnsafeRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[..<Swift.max(length - 1, 0)])
-                guard let parsed = KeyDescription(parsing: String(decoding: bytes, as: UTF8.self)) else {
+                guard let parsed = KeyDescription(parsing: bytes) else {
                     throw KeyctlError(.invalidArgument, call: "keyctl_describe")
                 }
                 return parsed

@@ -1,6 +1,7 @@
 import ArgumentParser
 import KernelKeychain
 import KeychainFS
+import Keyrings
 
 #if canImport(Glibc)
 import Glibc
@@ -18,7 +19,9 @@ struct MountDaemon: ParsableCommand {
 
     @Argument var mountpoint: String
     @Flag var readOnly = false
-    @Option var service: String?
+    /// The service's name as hexadecimal bytes: a name need not be UTF-8, and an
+    /// argument parsed as a `String` would lose such bytes.
+    @Option var serviceHex: String?
     @Flag var allowOther = false
     @Flag var shared = false
     @Option(name: .customLong("access")) var level: String = Accessibility.Level.whenUnlocked.rawValue
@@ -41,6 +44,14 @@ struct MountDaemon: ParsableCommand {
             closefrom(readyFd + 1)
             _ = setsid()
         }
+        var service: KeyName? = nil
+        if let serviceHex {
+            guard let bytes = hexBytes(serviceHex) else {
+                report("kc: --service-hex '\(serviceHex)' is not hexadecimal")
+                throw ExitCode(64)
+            }
+            service = KeyName(bytes: bytes)
+        }
         let filesystem = KeychainFilesystem(configuration: MountConfiguration(
             readOnly: readOnly, service: service,
             newItemAccessibility: Accessibility(level: level, thisDeviceOnly: false),
@@ -62,6 +73,17 @@ struct MountDaemon: ParsableCommand {
             report("kc: \(error)")
             throw ExitCode(2)
         }
+    }
+
+    private func hexBytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        return bytes
     }
 
     private func report(_ line: String) {

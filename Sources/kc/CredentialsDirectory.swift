@@ -1,3 +1,4 @@
+import Keyrings
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -29,7 +30,7 @@ struct CredentialsDirectory {
             throw ExitStatus.failure
         }
         let directory = CredentialsDirectory(path: path)
-        var seen: [String: String] = [:]
+        var seen: [KeyName: KeyName] = [:]
         for item in items {
             if let other = seen[item.name] {
                 directory.remove()
@@ -37,7 +38,9 @@ struct CredentialsDirectory {
                 throw ExitStatus.failure
             }
             seen[item.name] = item.service
-            let fd = open(path + "/" + item.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o400)
+            let fd = (KeyName(path + "/") + item.name).withCString {
+                open($0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o400)
+            }
             let written = fd >= 0 && item.value.withUnsafeBytes { writeAll(fd: fd, $0) }
             if fd >= 0 { close(fd) }
             guard written else {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import KernelKeychain
+import Keyrings
 
 #if canImport(Glibc)
 import Glibc
@@ -46,7 +47,7 @@ extension KC {
 
         func validate() throws {
             guard !services.isEmpty else { throw ValidationError("name at least one --service") }
-            for service in services { try validateArgument(service, as: .service) }
+            for service in try RawArguments.exactNames(services) { try validateArgument(service, as: .service) }
             guard env || files else { throw ValidationError("choose --env, --files or both") }
             if command.first == "--" { return }
             guard !command.isEmpty else { throw ValidationError("give the command to run after --") }
@@ -104,9 +105,9 @@ extension KC {
 
         private func collectItems() throws -> [PassedItem] {
             var items: [PassedItem] = []
-            for service in services {
+            for service in try RawArguments.exactNames(services) {
                 let keychain = try shared.keychain(service)
-                let names = try reporting { () throws(KeychainError) in try keychain.allKeys() }
+                let names = try reporting { () throws(KeychainError) in try keychain.allKeyNames() }
                 // Another user's service that is not shared already failed in allKeys().
                 let exists = try shared.group != nil || shared.owner != nil
                     || reporting { () throws(KeychainError) in try keychain.serviceExists() }
@@ -142,15 +143,15 @@ extension KC {
 
 /// One item handed to the command.
 struct PassedItem {
-    var service: String
-    var name: String
+    var service: KeyName
+    var name: KeyName
     var value: [UInt8]
 }
 
 /// `db.password` -> `DB_PASSWORD`: upper-cased, anything but ASCII letters and digits
 /// becomes `_`, and a leading digit gets a `_` in front (names cannot start with one).
-func environmentName(for item: String) -> String {
-    var name = String(item.unicodeScalars.map { scalar -> Character in
+func environmentName(for item: KeyName) -> String {
+    var name = String(item.jsonText.unicodeScalars.map { scalar -> Character in
         scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar))
             ? Character(String(scalar).uppercased()) : "_"
     })

@@ -1,5 +1,6 @@
 import ArgumentParser
 import KernelKeychain
+import Keyrings
 
 #if canImport(Glibc)
 import Glibc
@@ -34,7 +35,7 @@ extension KC {
         var format: ArchiveFormat = .json
 
         func validate() throws {
-            for service in services { try validateArgument(service, as: .service) }
+            for service in try RawArguments.exactNames(services) { try validateArgument(service, as: .service) }
             if format == .env && services.count != 1 {
                 throw ValidationError("--format env needs exactly one --service")
             }
@@ -45,7 +46,8 @@ extension KC {
                 standardError("kc: refusing to write secrets to a terminal; redirect or pipe it: kc export | age -p > kc.age")
                 throw ExitStatus.failure
             }
-            var (items, skipped) = try reporting { () throws(KeychainError) in try Keychain.export(services: services) }
+            let names = try RawArguments.exactNames(services)
+            var (items, skipped) = try reporting { () throws(KeychainError) in try Keychain.export(services: names) }
             defer { for index in items.indices { items[index].value.overwriteWithZeros() } }
             var output: [UInt8]
             switch format {
@@ -53,7 +55,7 @@ extension KC {
                 output = KeychainArchive.encodeJSON(items)
             case .env:
                 do {
-                    output = Array(try DotEnv.render(items.map { ($0.name, $0.value) }).utf8)
+                    output = Array(try DotEnv.render(items.map { ($0.name.description, $0.value) }).utf8)
                 } catch {
                     standardError("kc: cannot export as dotenv: \(error)")
                     throw ExitStatus.failure
@@ -100,7 +102,7 @@ extension KC {
         var dryRun = false
 
         func validate() throws {
-            if let service { try validateArgument(service, as: .service) }
+            if let service { try validateArgument(RawArguments.exactNames([service])[0], as: .service) }
             if format == .env && service == nil { throw ValidationError("--format env needs --service, the service to import into") }
         }
 
@@ -131,20 +133,31 @@ extension KC {
             standardError("kc: imported \(added + replaced) item(s): \(added) added, \(replaced) replaced, \(kept.count) kept")
         }
 
+        /// `--service` byte for byte (see ``RawArguments``).
+        private var serviceName: KeyName? {
+            get throws(ArchiveError) {
+                guard let service else { return nil }
+                do { return try RawArguments.exactNames([service])[0] } catch {
+                    throw ArchiveError(location: "--service", problem: "\(error)")
+                }
+            }
+        }
+
         private func parse(_ input: [UInt8]) throws(ArchiveError) -> [ExportedItem] {
             switch format {
             case .json:
                 let items = try KeychainArchive.decodeJSON(input)
-                guard let service else { return items }
+                guard let service = try serviceName else { return items }
                 // Byte for byte, as the kernel compares names (String's == would take
                 // the NFD spelling of a service for its NFC one).
-                return items.filter { $0.service.utf8.elementsEqual(service.utf8) }
+                return items.filter { $0.service == service }
             case .env:
                 guard let text = String(validating: input, as: UTF8.self) else {
                     throw ArchiveError(location: "(input)", problem: "is not UTF-8 text")
                 }
+                let service = try serviceName ?? ""
                 return try DotEnv.parse(text).map {
-                    ExportedItem(service: service ?? "", name: $0.name, level: level, secondsLeft: nil, value: $0.value)
+                    ExportedItem(service: service, name: KeyName($0.name), level: level, secondsLeft: nil, value: $0.value)
                 }
             }
         }

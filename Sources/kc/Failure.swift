@@ -1,5 +1,6 @@
 import ArgumentParser
 import KernelKeychain
+import Keyrings
 
 #if canImport(Glibc)
 import Glibc
@@ -40,6 +41,6 @@ func reporting<R>(_ body: () throws(KeychainError) -> R) throws(ExitCode) -> R {
 }
 
 /// Checks a name in `validate()`, so a bad one is a usage error before any kernel call.
-func validateArgument(_ name: String, as kind: NameKind) throws(ExitCode) {
+func validateArgument(_ name: some KeyNameConvertible, as kind: NameKind) throws(ExitCode) {
     try reporting { () throws(KeychainError) in try validateName(name, as: kind) }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import KernelKeychain
+import Keyrings
 
 extension KC {
     struct Get: ParsableCommand {
@@ -22,14 +23,14 @@ extension KC {
         }
 
         func run() throws {
-            try printValue(keychain: shared.keychain(item.service), key: item.key, options: shared.commandLine)
+            try printValue(keychain: shared.keychain(item.serviceName), key: item.keyName, options: shared.commandLine)
         }
     }
 }
 
 /// `kc get`: the bytes go straight from the kernel's buffer to standard output.
 /// `options` repeats --group/--from in the hint of the not-found message.
-func printValue(keychain: Keychain, key: String, options: String = "") throws {
+func printValue(keychain: Keychain, key: KeyName, options: String = "") throws {
     let service = keychain.service ?? ""
     let written = try reporting { () throws(KeychainError) in
         try keychain.withBytes(forKey: key) { writeAll(fd: 1, $0) }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import KernelKeychain
+import Keyrings
 
 #if canImport(Glibc)
 import Glibc
@@ -35,7 +36,7 @@ struct KC: ParsableCommand {
         let argv = CommandLine.unsafeArgv
         if CommandLine.argc == 4, let verb = argv[1], let service = argv[2], let key = argv[3],
            strcmp(verb, "get") == 0, service.pointee != UInt8(ascii: "-"), key.pointee != UInt8(ascii: "-") {
-            runFastGet(service: String(cString: service), key: String(cString: key))
+            runFastGet(service: KeyName(cString: service), key: KeyName(cString: key))
         }
         if CommandLine.argc == 6, let verb = argv[1], let option = argv[2], let value = argv[3],
            let service = argv[4], let key = argv[5], strcmp(verb, "get") == 0,
@@ -43,7 +44,7 @@ struct KC: ParsableCommand {
            value.pointee != UInt8(ascii: "-"), service.pointee != UInt8(ascii: "-"), key.pointee != UInt8(ascii: "-") {
             let text = String(cString: value)
             let isGroup = strcmp(option, "--group") == 0
-            runFastGet(service: String(cString: service), key: String(cString: key),
+            runFastGet(service: KeyName(cString: service), key: KeyName(cString: key),
                        group: isGroup ? text : nil, owner: isGroup ? nil : text)
         }
         do {
@@ -68,7 +69,7 @@ struct KC: ParsableCommand {
 let kcVersion = "0.1.0"
 
 /// The unparsed `kc get [--group G | --from U] SERVICE KEY`; exits with DESIGN §5's status.
-private func runFastGet(service: String, key: String, group: String? = nil, owner: String? = nil) -> Never {
+private func runFastGet(service: KeyName, key: KeyName, group: String? = nil, owner: String? = nil) -> Never {
     do {
         try validateArgument(service, as: .service)
         try validateArgument(key, as: .item)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import KernelKeychain
+import Keyrings
 
 extension KC {
     struct List: ParsableCommand {
@@ -16,12 +17,16 @@ extension KC {
             group and whether it may write. With --group or --from, SERVICE is one
             another user shares with you; its items' level is theirs to know ('-').
 
-            --json (stable): without SERVICE, {"services": ["name", ...]}; with SERVICE,
-            {"service": "name", "items": [{"name", "access" (null for another user's
-            item), "thisDeviceOnly" (null likewise), "size", "secondsLeft" (null for
-            none), "serial", "owner", "sharedWith" (group name, null if private),
-            "groupWritable"}]}; with --shared, {"shared": [{"owner", "uid", "service",
-            "group", "gid", "groupWritable"}]}.
+            Names are bytes and are printed exactly. --json (stable): without SERVICE,
+            {"services": ["name", ...]}; with SERVICE, {"service": "name", "items":
+            [{"name", "access" (null for another user's item), "thisDeviceOnly" (null
+            likewise), "size", "secondsLeft" (null for none), "serial", "owner",
+            "sharedWith" (group name, null if private), "groupWritable"}]}; with
+            --shared, {"shared": [{"owner", "uid", "service", "group", "gid",
+            "groupWritable"}]}. A name that is not UTF-8 shows U+FFFD for its other
+            bytes and comes with its exact bytes in base64: "nameBase64" or
+            "serviceBase64" beside it, and for the services list "servicesBase64", an
+            array matching "services" with null for each name that is UTF-8.
             """
         )
 
@@ -52,25 +57,30 @@ extension KC {
             }
             guard let service else {
                 let services = try reporting { () throws(KeychainError) in try Keychain.services() }
-                if json { return try printJSON(ServiceList(services: services)) }
-                for name in services { print(name) }
+                if json { return try printJSON(ServiceList(services)) }
+                var output = OutputLines()
+                for name in services { output.add(name) }
+                output.write()
                 return
             }
-            let keychain = try sharedService.keychain(service)
+            let serviceName = try RawArguments.exactNames([service])[0]
+            let keychain = try sharedService.keychain(serviceName)
             let items = try reporting { () throws(KeychainError) in try keychain.items() }
             let exists = try keychain.accessGroup != nil || keychain.owner != nil
                 || reporting { () throws(KeychainError) in try keychain.serviceExists() }
             if items.isEmpty && !exists {
-                standardError("kc: no service '\(service)'; list the services with 'kc ls'")
+                standardError("kc: no service '\(serviceName)'; list the services with 'kc ls'")
                 throw ExitStatus.notFound
             }
             if json {
-                return try printJSON(ItemList(service: service, items: items.map(ItemEntry.init)))
+                return try printJSON(ItemList(service: serviceName, items: items.map(ItemEntry.init)))
             }
+            var output = OutputLines()
+            defer { output.write() }
             for item in items {
-                guard long else { print(item.name); continue }
+                guard long else { output.add(item.name); continue }
                 let left = item.secondsLeft.map(formatSeconds) ?? "-"
-                print("\(item.name)\t\(item.accessibility?.name ?? "-")\t\(item.size)\t\(left)\t\(item.serial)")
+                output.add(item.name, "\t\(item.accessibility?.name ?? "-")\t\(item.size)\t\(left)\t\(item.serial)")
             }
         }
 
@@ -79,10 +89,12 @@ extension KC {
                 try Keychain.sharedServices(group: sharedService.group, owner: sharedService.owner)
             }
             if json { return try printJSON(SharedList(shared: found.map(SharedEntry.init))) }
+            var output = OutputLines()
+            defer { output.write() }
             for entry in found {
-                let path = "\(entry.ownerName)/\(entry.service)"
-                guard long else { print(path); continue }
-                print("\(path)\t\(entry.sharing.group.name)\t\(entry.sharing.isGroupWritable ? "writable" : "read-only")")
+                guard long else { output.add(entry.ownerName, "/", entry.service); continue }
+                output.add(entry.ownerName, "/", entry.service,
+                          "\t\(entry.sharing.group.name)\t\(entry.sharing.isGroupWritable ? "writable" : "read-only")")
             }
         }
     }
@@ -95,7 +107,7 @@ struct SharedList: Encodable {
 struct SharedEntry: Encodable {
     var owner: String
     var uid: UInt32
-    var service: String
+    var service: KeyName
     var group: String
     var gid: UInt32
     var groupWritable: Bool
@@ -108,19 +120,61 @@ struct SharedEntry: Encodable {
         gid = shared.sharing.group.gid
         groupWritable = shared.sharing.isGroupWritable
     }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(owner, forKey: .owner)
+        try container.encode(uid, forKey: .uid)
+        try container.encode(service, forKey: .service, base64Key: .serviceBase64)
+        try container.encode(group, forKey: .group)
+        try container.encode(gid, forKey: .gid)
+        try container.encode(groupWritable, forKey: .groupWritable)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case owner, uid, service, serviceBase64, group, gid, groupWritable
+    }
 }
 
 struct ServiceList: Encodable {
     var services: [String]
+    /// Present when a name is not UTF-8: the exact bytes of each, null for the others.
+    var servicesBase64: [String?]?
+
+    init(_ names: [KeyName]) {
+        services = names.map(\.jsonText)
+        let exact = names.map(\.jsonBase64)
+        servicesBase64 = exact.contains { $0 != nil } ? exact : nil
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(services, forKey: .services)
+        try container.encodeIfPresent(servicesBase64, forKey: .servicesBase64)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case services, servicesBase64
+    }
 }
 
 struct ItemList: Encodable {
-    var service: String
+    var service: KeyName
     var items: [ItemEntry]
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(service, forKey: .service, base64Key: .serviceBase64)
+        try container.encode(items, forKey: .items)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case service, serviceBase64, items
+    }
 }
 
 struct ItemEntry: Encodable {
-    var name: String
+    var name: KeyName
     var access: String?
     var thisDeviceOnly: Bool?
     var size: Int
@@ -144,7 +198,7 @@ struct ItemEntry: Encodable {
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(name, forKey: .name)
+        try container.encode(name, forKey: .name, base64Key: .nameBase64)
         try container.encode(access, forKey: .access)  // null, not absent
         try container.encode(thisDeviceOnly, forKey: .thisDeviceOnly)
         try container.encode(size, forKey: .size)
@@ -156,7 +210,7 @@ struct ItemEntry: Encodable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case name, access, thisDeviceOnly, size, secondsLeft, serial, owner, sharedWith, groupWritable
+        case name, nameBase64, access, thisDeviceOnly, size, secondsLeft, serial, owner, sharedWith, groupWritable
     }
 }
 

@@ -46,7 +46,7 @@ extension KC {
         var level: Accessibility.Level = .whenUnlocked
 
         func validate() throws {
-            if let service { try validateArgument(service, as: .service) }
+            if let service { try validateArgument(RawArguments.exactNames([service])[0], as: .service) }
             if shared && service != nil {
                 throw ValidationError("--shared shows other users' services beside yours; it cannot be combined with --service")
             }
@@ -63,7 +63,7 @@ extension KC {
                 standardError("kc: \(path) is not a directory; create it first: mkdir -p \(path)")
                 throw ExitStatus.failure
             }
-            let arguments = daemonArguments(path)
+            let arguments = try daemonArguments(path)
             if foreground {
                 // The daemon takes this process's place, so a supervisor's signals reach it.
                 let argv: [UnsafeMutablePointer<CChar>?] = ([daemonPath] + arguments).map { (text: String) in strdup(text) } + [nil]
@@ -77,12 +77,15 @@ extension KC {
         /// `kc-mountd`, installed next to `kc`.
         private var daemonPath: String { siblingExecutable("kc-mountd") }
 
-        private func daemonArguments(_ path: String) -> [String] {
+        private func daemonArguments(_ path: String) throws -> [String] {
             var arguments = ["--access", level.rawValue]
             if readOnly { arguments.append("--read-only") }
             if allowOther { arguments.append("--allow-other") }
             if shared { arguments.append("--shared") }
-            if let service { arguments += ["--service", service] }
+            if let service {
+                let bytes = try RawArguments.exactNames([service])[0].bytes
+                arguments += ["--service-hex", bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()]
+            }
             return arguments + ["--", path]
         }
 

@@ -17,10 +17,11 @@ extension KC {
         }
 
         func run() throws {
-            let keychain = try shared.keychain(item.service)
-            let removed = try reporting { () throws(KeychainError) in try keychain.remove(item.key) }
+            let (service, key) = (try item.serviceName, try item.keyName)
+            let keychain = try shared.keychain(service)
+            let removed = try reporting { () throws(KeychainError) in try keychain.remove(key) }
             if !removed {
-                standardError("kc: no item '\(item.key)' in service '\(item.service)'; list the items with 'kc ls \(item.service)'")
+                standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(shared.commandLine)\(service)'")
                 throw ExitStatus.notFound
             }
         }

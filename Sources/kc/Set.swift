@@ -1,5 +1,6 @@
 import ArgumentParser
 import KernelKeychain
+import Keyrings
 
 extension Accessibility.Level: ExpressibleByArgument {}
 
@@ -58,20 +59,22 @@ extension KC {
         func run() throws {
             // Group and owner are checked before the value is asked for.
             let keychain = try shared.keychain(
-                item.service, accessibility: Accessibility(level: level, thisDeviceOnly: thisDeviceOnly),
+                item.serviceName, accessibility: Accessibility(level: level, thisDeviceOnly: thisDeviceOnly),
                 timeout: timeout, groupWritable: groupWritable)
             var value = try readValue()
             defer { value.overwriteWithZeros() }
-            try reporting { () throws(KeychainError) in try keychain.set(value, forKey: item.key) }
-            let ownShared = { (try? Keychain(service: item.service).sharing()) != nil }
+            let key = try item.keyName
+            try reporting { () throws(KeychainError) in try keychain.set(value, forKey: key) }
+            let service = try item.serviceName
+            let ownShared = { (try? Keychain(service: service).sharing()) != nil }
             if keychain.accessGroup != nil && level == .whenUnlocked && ownShared() {
-                standardError("kc: note: '\(item.service)' is shared from this login session's keyring (when-unlocked): the group loses it when the session ends; store it with --access after-first-unlock to keep it while you are logged in anywhere")
+                standardError("kc: note: '\(service)' is shared from this login session's keyring (when-unlocked): the group loses it when the session ends; store it with --access after-first-unlock to keep it while you are logged in anywhere")
             }
         }
 
         private func readValue() throws -> [UInt8] {
             if standardInputIsTerminal {
-                guard var first = readSecretLine(prompt: "Value for \(item.service)/\(item.key): "),
+                guard var first = readSecretLine(prompt: "Value for \(try item.serviceName)/\(try item.keyName): "),
                       var second = readSecretLine(prompt: "Again to confirm: ")
                 else {
                     standardError("kc: no value entered; type it at the prompt or pipe it on standard input")
@@ -102,8 +105,18 @@ struct ItemArguments: ParsableArguments {
     @Argument(help: "The item's name within the service (1-255 bytes, no '/').")
     var key: String
 
+    /// The service's name byte for byte (see ``RawArguments``).
+    var serviceName: KeyName {
+        get throws { try RawArguments.exactNames([service, key])[0] }
+    }
+
+    /// The item's name byte for byte.
+    var keyName: KeyName {
+        get throws { try RawArguments.exactNames([service, key])[1] }
+    }
+
     func validate() throws {
-        try validateArgument(service, as: .service)
-        try validateArgument(key, as: .item)
+        try validateArgument(serviceName, as: .service)
+        try validateArgument(keyName, as: .item)
     }
 }

@@ -31,19 +31,20 @@ extension KC {
         var groupWritable = false
 
         func validate() throws {
-            try validateArgument(service, as: .service)
+            try validateArgument(RawArguments.exactNames([service])[0], as: .service)
             if groupWritable && group == nil { throw ValidationError("--group-writable needs --group GROUP") }
         }
 
         func run() throws {
-            let keychain = try reporting { () throws(KeychainError) in try Keychain(service: service) }
+            let serviceName = try RawArguments.exactNames([service])[0]
+            let keychain = try reporting { () throws(KeychainError) in try Keychain(service: serviceName) }
             if let group {
                 try reporting { () throws(KeychainError) in try keychain.share(with: group, writable: groupWritable) }
                 return
             }
             let sharing = try reporting { () throws(KeychainError) in try keychain.sharing() }
-            guard let sharing else { return print("\(service): private") }
-            print("\(service): shared with group \(sharing.group.name) (\(sharing.isGroupWritable ? "writable" : "read-only"))")
+            guard let sharing else { return print("\(serviceName): private") }
+            print("\(serviceName): shared with group \(sharing.group.name) (\(sharing.isGroupWritable ? "writable" : "read-only"))")
         }
     }
 
@@ -57,11 +58,12 @@ extension KC {
         var service: String
 
         func validate() throws {
-            try validateArgument(service, as: .service)
+            try validateArgument(RawArguments.exactNames([service])[0], as: .service)
         }
 
         func run() throws {
-            let keychain = try reporting { () throws(KeychainError) in try Keychain(service: service) }
+            let serviceName = try RawArguments.exactNames([service])[0]
+            let keychain = try reporting { () throws(KeychainError) in try Keychain(service: serviceName) }
             try reporting { () throws(KeychainError) in try keychain.unshare() }
         }
     }

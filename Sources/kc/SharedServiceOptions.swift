@@ -1,5 +1,6 @@
 import ArgumentParser
 import KernelKeychain
+import Keyrings
 
 /// `--group` and `--from`: reach a service another user shares with you.
 struct SharedServiceOptions: ParsableArguments {
@@ -19,7 +20,7 @@ struct SharedServiceOptions: ParsableArguments {
 
     /// The keychain these options name for `service`.
     func keychain(
-        _ service: String, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil, groupWritable: Bool = false
+        _ service: some KeyNameConvertible, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil, groupWritable: Bool = false
     ) throws(ExitCode) -> Keychain {
         try reporting { () throws(KeychainError) in
             try Keychain(service: service, accessibility: accessibility, timeout: timeout,

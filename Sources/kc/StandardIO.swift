@@ -1,3 +1,5 @@
+import Keyrings
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -70,4 +72,21 @@ func readSecretLine(prompt: String) -> [UInt8]? {
 private func standardErrorRaw(_ text: String) {
     var text = text
     text.withUTF8 { _ = writeAll(fd: 2, UnsafeRawBufferPointer($0)) }
+}
+
+/// Lines for standard output whose parts may be names that are not UTF-8, kept byte
+/// for byte (`print` would repair such bytes), written with one `write` at the end.
+struct OutputLines {
+    private var bytes: [UInt8] = []
+
+    mutating func add(_ parts: any KeyNameConvertible...) {
+        for part in parts { bytes += part.keyName.bytes }
+        bytes.append(UInt8(ascii: "\n"))
+    }
+
+    /// Writes the lines to standard output; false if it could not be written.
+    @discardableResult
+    func write() -> Bool {
+        bytes.withUnsafeBytes { writeAll(fd: 1, $0) }
+    }
 }

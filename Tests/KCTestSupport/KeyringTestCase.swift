@@ -12,7 +12,7 @@ open class KeyringTestCase: XCTestCase {
     nonisolated(unsafe) private static var counter = 0
 
     /// Services made through ``uniqueService(_:)``; their keyrings are cleared in tearDown.
-    public var servicesToRemove: [String] = []
+    public var servicesToRemove: [KeyName] = []
 
     open override func setUpWithError() throws {
         try super.setUpWithError()
@@ -42,19 +42,27 @@ open class KeyringTestCase: XCTestCase {
         KeyringTestCase.counter += 1
         let clean = label.filter { $0.isLetter || $0.isNumber }
         let name = "kc-test.\(getpid()).\(KeyringTestCase.counter).\(clean.prefix(40))"
+        servicesToRemove.append(KeyName(name))
+        return name
+    }
+
+    /// A unique service name ending in `suffix`, which may be bytes that are not UTF-8;
+    /// removed after the test like ``uniqueService(_:)``'s.
+    public func uniqueServiceName(_ label: String = #function, endingWith suffix: [UInt8]) -> KeyName {
+        let name = KeyName(bytes: KeyName(uniqueService(label)).bytes + suffix)
         servicesToRemove.append(name)
         return name
     }
 
     /// Unlinks every `kc:`/`kc.local:` keyring of the service from the three anchors.
-    public func removeServiceKeyrings(_ service: String) {
+    public func removeServiceKeyrings(_ service: some KeyNameConvertible) {
         var anchors = [SpecialKeyring.session.serial, SpecialKeyring.user.serial]
         if let persistent = try? KeySerial.persistentKeyring(linkedInto: SpecialKeyring.thread.serial) {
             anchors.append(persistent)
         }
         for anchor in anchors {
             for prefix in ["kc:", "kc.local:"] {
-                while let ring = try? anchor.search(type: "keyring", description: prefix + service),
+                while let ring = try? anchor.search(type: "keyring", description: KeyName(prefix) + service.keyName),
                       (try? anchor.linkedKeys().contains(ring)) == true {
                     try? ring.clear()
                     try? ring.unlink(from: anchor)

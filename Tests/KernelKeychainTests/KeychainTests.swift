@@ -64,13 +64,13 @@ final class KeychainTests: KeyringTestCase {
         try keychain.set("2", forKey: "a")
         try keychain.accessibility(.afterFirstUnlock).set("3", forKey: "c")
         XCTAssertEqual(try keychain.allKeys(), ["a", "b", "c"])
-        XCTAssertTrue(try Keychain.services().contains(service))
+        XCTAssertTrue(try Keychain.services().contains(KeyName(service)))
         XCTAssertTrue(try keychain.remove("a"))
         XCTAssertFalse(try keychain.remove("a"), "removing a missing item reports false")
         XCTAssertEqual(try keychain.allKeys(), ["b", "c"])
         try keychain.removeAll()
         XCTAssertEqual(try keychain.allKeys(), [])
-        XCTAssertFalse(try Keychain.services().contains(service))
+        XCTAssertFalse(try Keychain.services().contains(KeyName(service)))
     }
 
     func testConstantTimeMatch() throws {

@@ -68,7 +68,7 @@ final class SharingLibraryTests: KeyringTestCase {
             let expected: UInt32 = finalShared ? 0x3f3f_0b00 : 0x3f3f_0000
             let wrong = try keychain.items().filter { try $0.serial.describe().permissions.rawValue != expected }
             XCTAssertEqual(wrong.map(\.name), [], "items not as their keyring after the final \(finalShared ? "share" : "unshare")")
-            for ring in try ServiceKeyring.rings(of: try XCTUnwrap(keychain.service)) {
+            for ring in try ServiceKeyring.rings(of: try XCTUnwrap(keychain.serviceName)) {
                 XCTAssertEqual(try ring.serial.describe().permissions.rawValue, expected, "the \(ring.accessibility.name) keyring")
             }
         }

@@ -2,6 +2,7 @@
 import Foundation
 import KCTestSupport
 import KernelKeychain
+import Keyrings
 import SystemPackage
 import XCTest
 
@@ -16,7 +17,7 @@ final class BridgeTests: KeyringTestCase {
     // MARK: - PendingWrite
 
     func testWritesAtOffsetsReplaceBytesAndPwritePastTheEndZeroFillsOnlyTheGap() throws {
-        let pending = PendingWrite(node: .item(service: uniqueService(), name: "k"), bytes: bytes("hello"), dirty: false, newItem: nil)
+        let pending = PendingWrite(node: .item(service: KeyName(uniqueService()), name: "k"), bytes: bytes("hello"), dirty: false, newItem: nil)
         try write(pending, "J", at: 0)
         XCTAssertEqual(contents(pending), bytes("Jello"))
         try write(pending, "XY", at: 3)
@@ -32,7 +33,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testAppendingOpenWritesAtItsOwnEndWhateverOffsetIsPassed() throws {
-        let pending = PendingWrite(node: .item(service: uniqueService(), name: "k"), bytes: bytes("ab"), dirty: false, newItem: nil, appends: true)
+        let pending = PendingWrite(node: .item(service: KeyName(uniqueService()), name: "k"), bytes: bytes("ab"), dirty: false, newItem: nil, appends: true)
         try write(pending, "C", at: 0)
         try write(pending, "D", at: 100)
         try write(pending, "E", at: 1)
@@ -40,7 +41,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testWritePastTheKeySizeLimitFailsWithEFBIGAndPoisonsTheFileUntilTruncatedToZero() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         try Keychain(service: service).set("old", forKey: "k")
         let filesystem = makeFilesystem()
         let pending = PendingWrite(node: .item(service: service, name: "k"), bytes: bytes("old"), dirty: false, newItem: nil)
@@ -60,7 +61,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testQuotaRefusalPoisonsTheFileLikeEFBIG() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         try Keychain(service: service).set("old", forKey: "k")
         let filesystem = makeFilesystem()
         let pending = PendingWrite(node: .item(service: service, name: "k"), bytes: bytes("old"), dirty: false, newItem: nil)
@@ -85,7 +86,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testCommitOfAnUnlinkedFileStoresNothing() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         try Keychain(service: service).set("old", forKey: "k")
         let node = Node.item(service: service, name: "k")
         let pending = PendingWrite(node: node, bytes: bytes("old"), dirty: false, newItem: nil)
@@ -99,7 +100,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testCommitAfterTheItemWasRemovedBehindItsBackStoresNothingAndRecreatesNothing() throws {
-        let service = uniqueService(), gone = uniqueService()
+        let service = KeyName(uniqueService()), gone = KeyName(uniqueService())
         try Keychain(service: service).set("old", forKey: "k")
         try Keychain(service: service).set("other", forKey: "keep")
         try Keychain(service: gone).set("old", forKey: "k")
@@ -124,7 +125,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testCommitOfANewFileCreatesTheItemAtItsLevelAndDeadline() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let deadline = Deadline.fromNow(seconds: 900)
         let pending = PendingWrite(node: .item(service: service, name: "k"), bytes: [], dirty: true,
                                    newItem: NewItemAttributes(accessibility: .afterFirstUnlock, deadline: deadline))
@@ -139,7 +140,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testExtendedAttributesSetOnANewFileChangeWhatIsCreated() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let pending = PendingWrite(node: .item(service: service, name: "k"), bytes: [], dirty: true,
                                    newItem: NewItemAttributes(accessibility: .whenUnlocked))
         XCTAssertTrue(try pending.setAttribute("user.kc.access", to: "after-first-unlock\n"))
@@ -174,7 +175,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testSecondCommitAfterMoreWritesStoresTheNewBytes() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let filesystem = makeFilesystem()
         let pending = PendingWrite(node: .item(service: service, name: "k"), bytes: [], dirty: true,
                                    newItem: NewItemAttributes(accessibility: .whenUnlocked))
@@ -191,7 +192,7 @@ final class BridgeTests: KeyringTestCase {
     // MARK: - OpenHandles
 
     func testStatOfAFileBeingWrittenShowsTheLargestPendingCopy() throws {
-        let node = Node.item(service: uniqueService(), name: "k")
+        let node = Node.item(service: KeyName(uniqueService()), name: "k")
         let handles = OpenHandles()
         XCTAssertNil(handles.pendingSize(of: node))
         let small = PendingWrite(node: node, bytes: bytes("abc"), dirty: false, newItem: nil)
@@ -207,7 +208,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testRmDetachesEveryWriterOfTheFile() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let node = Node.item(service: service, name: "k"), other = Node.item(service: service, name: "other")
         let handles = OpenHandles()
         let first = PendingWrite(node: node, bytes: [], dirty: true, newItem: nil)
@@ -224,7 +225,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testMvMovesPendingWritesOfTheFileAndOfFilesInARenamedServiceAndDetachesTheReplacedTarget() throws {
-        let service = uniqueService(), renamed = uniqueService()
+        let service = KeyName(uniqueService()), renamed = KeyName(uniqueService())
         let handles = OpenHandles()
         func open(_ node: Node) -> PendingWrite {
             let pending = PendingWrite(node: node, bytes: [], dirty: true, newItem: nil)
@@ -322,7 +323,7 @@ final class BridgeTests: KeyringTestCase {
     // MARK: - FuseBridge, end to end without FUSE
 
     func testCloseByTheOpenerStoresTheNewFile() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let bridge = makeBridge()
         let directory = try makeServiceDirectory(bridge, service)
         let (number, handle) = try create(bridge, directory, "token")
@@ -337,7 +338,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testCloseOfAnInheritedDescriptorInAChildStoresNothingUntilTheOpenerCloses() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let child = try spawnOtherProcess()
         let bridge = makeBridge()
         let directory = try makeServiceDirectory(bridge, service)
@@ -362,7 +363,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testOversizeWriteToATruncatingOpenFailsWithEFBIGAndKeepsTheOldValue() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let bridge = makeBridge()
         let directory = try makeServiceDirectory(bridge, service)
         try printf(bridge, directory, "f", "secret")
@@ -396,7 +397,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testRmOfAFileOpenForWritingStoresNothingAtItsClose() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let bridge = makeBridge()
         let directory = try makeServiceDirectory(bridge, service)
         try printf(bridge, directory, "f", "old")
@@ -415,7 +416,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testRmOfANewFileBeforeItsFirstCloseSucceedsAndStoresNothing() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let bridge = makeBridge()
         let directory = try makeServiceDirectory(bridge, service)
         let (_, handle) = try create(bridge, directory, "draft")
@@ -429,7 +430,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testMvOfAFileOpenForWritingStoresItsValueUnderTheNewName() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let bridge = makeBridge()
         let directory = try makeServiceDirectory(bridge, service)
         try printf(bridge, directory, "a", "old")
@@ -445,7 +446,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testMvOfANewFileBeforeItsFirstCloseStoresItUnderTheNewName() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let bridge = makeBridge()
         let directory = try makeServiceDirectory(bridge, service)
         let (_, handle) = try create(bridge, directory, "a.tmp")
@@ -518,7 +519,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     func testTwoAppendingOpensNeverProduceAByteNobodyWrote() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let bridge = makeBridge()
         let directory = try makeServiceDirectory(bridge, service)
         try printf(bridge, directory, "log", "log:")
@@ -538,7 +539,7 @@ final class BridgeTests: KeyringTestCase {
     /// `echo A >> log` on a name that does not exist yet arrives as create (O_CREAT |
     /// O_APPEND), and a second `>>` while it is open as open(O_APPEND).
     func testAppendingOpenThatCreatesTheFileNeverProducesAByteNobodyWrote() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         let bridge = makeBridge()
         let directory = try makeServiceDirectory(bridge, service)
         let (number, first) = try create(bridge, directory, "log", flags: O_WRONLY | O_CREAT | O_APPEND)
@@ -598,8 +599,8 @@ final class BridgeTests: KeyringTestCase {
     }
 
     /// An item at after-first-unlock with an hour's timeout, stored with the library.
-    private func makeTimedItem(_ name: String, _ value: String, function: String = #function) throws -> (service: String, deadline: Deadline) {
-        let service = uniqueService(function)
+    private func makeTimedItem(_ name: String, _ value: String, function: String = #function) throws -> (service: KeyName, deadline: Deadline) {
+        let service = KeyName(uniqueService(function))
         try Keychain(service: service, accessibility: .afterFirstUnlock, timeout: .seconds(3600)).set(value, forKey: name)
         let deadline = try XCTUnwrap(Keychain(service: service).deadline(forKey: name))
         XCTAssertEqual(try Keychain(service: service).item(name)?.accessibility, .afterFirstUnlock)
@@ -648,16 +649,16 @@ final class BridgeTests: KeyringTestCase {
         }
     }
 
-    private func lookup(_ bridge: FuseBridge, _ parent: UInt64, _ name: String) throws -> UInt64 {
+    private func lookup(_ bridge: FuseBridge, _ parent: UInt64, _ name: KeyName) throws -> UInt64 {
         try entryNumber(bridge.lookup(parent: parent, name: name))
     }
 
     /// `mkdir` of a new service at the mount's root.
-    private func makeServiceDirectory(_ bridge: FuseBridge, _ service: String) throws -> UInt64 {
+    private func makeServiceDirectory(_ bridge: FuseBridge, _ service: KeyName) throws -> UInt64 {
         try entryNumber(bridge.mkdir(parent: InodeTable.rootNumber, name: service))
     }
 
-    private func create(_ bridge: FuseBridge, _ directory: UInt64, _ name: String,
+    private func create(_ bridge: FuseBridge, _ directory: UInt64, _ name: KeyName,
                         flags: Int32 = O_WRONLY | O_CREAT | O_TRUNC) throws -> (number: UInt64, handle: UInt64) {
         let reply = try bridge.create(parent: directory, name: name, flags: flags, caller: opener)
         return (try entryNumber(reply), try openHandle(reply))
@@ -677,7 +678,7 @@ final class BridgeTests: KeyringTestCase {
     }
 
     /// `printf value > name`: create (or with `truncating`, open O_TRUNC), write, close.
-    private func printf(_ bridge: FuseBridge, _ directory: UInt64, _ name: String, _ value: String, truncating number: UInt64? = nil) throws {
+    private func printf(_ bridge: FuseBridge, _ directory: UInt64, _ name: KeyName, _ value: String, truncating number: UInt64? = nil) throws {
         let handle: UInt64
         if let number {
             handle = try openHandle(bridge.open(number, flags: O_WRONLY | O_TRUNC, caller: opener))

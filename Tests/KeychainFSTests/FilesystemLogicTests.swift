@@ -1,12 +1,13 @@
 import KCTestSupport
 import KernelKeychain
+import Keyrings
 import KeychainFS
 import SystemPackage
 import XCTest
 
 /// The filesystem's logic against the real kernel, without mounting.
 final class FilesystemLogicTests: KeyringTestCase {
-    private func filesystem(readOnly: Bool = false, service: String? = nil) -> KeychainFilesystem {
+    private func filesystem(readOnly: Bool = false, service: KeyName? = nil) -> KeychainFilesystem {
         KeychainFilesystem(configuration: MountConfiguration(readOnly: readOnly, service: service, uid: getuid(), gid: getgid()))
     }
 
@@ -17,7 +18,7 @@ final class FilesystemLogicTests: KeyringTestCase {
     }
 
     func testServicesAreDirectoriesAndItemsAreFiles() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         try Keychain(service: service).set("abc", forKey: "token")
         let fs = filesystem()
         let directory = try fs.child(of: .root, named: service)
@@ -34,7 +35,7 @@ final class FilesystemLogicTests: KeyringTestCase {
     }
 
     func testWritesKeepTheItemsLevelAndMapErrors() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         try Keychain(service: service, accessibility: .afterFirstUnlock).set("old", forKey: "token")
         let fs = filesystem()
         let file = Node.item(service: service, name: "token")
@@ -46,7 +47,7 @@ final class FilesystemLogicTests: KeyringTestCase {
     }
 
     func testServiceRootedAndReadOnlyMounts() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         try Keychain(service: service).set("v", forKey: "k")
         let fs = filesystem(readOnly: true, service: service)
         XCTAssertEqual(try fs.entries(of: .root).map(\.name), ["k"])
@@ -59,7 +60,7 @@ final class FilesystemLogicTests: KeyringTestCase {
     }
 
     func testDirectoriesAndRenames() throws {
-        let service = uniqueService(), other = uniqueService()
+        let service = KeyName(uniqueService()), other = KeyName(uniqueService())
         let fs = filesystem()
         try fs.makeDirectory(.service(service))
         assertErrno(.fileExists) { try fs.makeDirectory(.service(service)) }
@@ -79,7 +80,7 @@ final class FilesystemLogicTests: KeyringTestCase {
     }
 
     func testExtendedAttributesShowAndChangeTheLevel() throws {
-        let service = uniqueService()
+        let service = KeyName(uniqueService())
         try Keychain(service: service).set("v", forKey: "k")
         let fs = filesystem()
         let file = Node.item(service: service, name: "k")

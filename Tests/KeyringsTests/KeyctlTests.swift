@@ -31,7 +31,7 @@ final class KeyctlTests: KeyringTestCase {
     }
 
     func testExclusiveMoveRefusesToDisplace() throws {
-        let description = "kc-test-move.\(getpid())"
+        let description: KeyName = "kc-test-move.\(getpid())"
         let first = try KeySerial.add(type: "keyring", description: description, payload: nil, into: sessionKeyring)
         defer { try? first.unlink(from: sessionKeyring) }
         let second = try KeySerial.add(type: "keyring", description: description, payload: nil, into: SpecialKeyring.thread.serial)
@@ -45,7 +45,7 @@ final class KeyctlTests: KeyringTestCase {
     func testDirectChildIsFoundBeforeANestedOne() throws {
         // ServiceKeyring relies on this kernel behaviour to tell a service keyring of
         // the session keyring from one of the user keyring nested in it.
-        let description = "kc-test-nest.\(getpid())"
+        let description: KeyName = "kc-test-nest.\(getpid())"
         let outer = try KeySerial.add(type: "keyring", description: "kc-test-outer.\(getpid())", payload: nil, into: sessionKeyring)
         defer { try? outer.unlink(from: sessionKeyring) }
         let nested = try KeySerial.add(type: "keyring", description: description, payload: nil, into: outer)

@@ -1,6 +1,7 @@
 import Foundation
 import KCTestSupport
 import KernelKeychain
+import Keyrings
 import XCTest
 
 /// Backups out of the kernel and back: `kc export` and `kc import`.
@@ -43,8 +44,8 @@ final class ExportImportTests: KeyringTestCase {
         let service = uniqueService()
         try Keychain(service: service).set("old", forKey: "a")
         let archive = KeychainArchive.encodeJSON([
-            ExportedItem(service: service, name: "a", level: .whenUnlocked, secondsLeft: nil, value: Array("new".utf8)),
-            ExportedItem(service: service, name: "b", level: .whenUnlocked, secondsLeft: nil, value: Array("added".utf8)),
+            ExportedItem(service: KeyName(service), name: "a", level: .whenUnlocked, secondsLeft: nil, value: Array("new".utf8)),
+            ExportedItem(service: KeyName(service), name: "b", level: .whenUnlocked, secondsLeft: nil, value: Array("added".utf8)),
         ])
         let dry = try kc(["import", "--dry-run"], input: archive)
         XCTAssertEqual(dry.output, "keep\t\(service)/a\nadd\t\(service)/b\n")

@@ -1,6 +1,7 @@
 import Foundation
 import KCTestSupport
 import KernelKeychain
+import Keyrings
 import XCTest
 
 /// `kc import` of an archive that names one item twice: which value would win is a
@@ -57,7 +58,7 @@ final class ImportDuplicateTests: KeyringTestCase {
         // `--service` picks the service whose name has exactly these bytes.
         let base = uniqueService()
         let composed = base + ".caf\u{E9}", decomposed = base + ".cafe\u{301}"
-        servicesToRemove += [composed, decomposed]
+        servicesToRemove += [KeyName(composed), KeyName(decomposed)]
         let input = archive([(composed, "token", "nfc"), (decomposed, "token", "nfd")])
         let result = try kc(["import", "--service", decomposed], input: input)
         XCTAssertEqual(result.status, 0, "\(result)")

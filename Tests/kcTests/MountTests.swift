@@ -1,6 +1,7 @@
 import Foundation
 import KCTestSupport
 import KernelKeychain
+import Keyrings
 import XCTest
 
 /// The FUSE view, mounted by the built `kc` and used with ordinary tools and syscalls.
@@ -56,7 +57,7 @@ final class MountTests: KeyringTestCase {
         XCTAssertEqual(try keychain.string(forKey: "renamed"), "v1")
         XCTAssertNil(try keychain.string(forKey: "a"))
         XCTAssertNil(try Keychain(service: other).string(forKey: "moved"))
-        XCTAssertFalse(try Keychain.services().contains(other))
+        XCTAssertFalse(try Keychain.services().contains(KeyName(other)))
         XCTAssertEqual(try sh("rmdir '\(service)' 2>&1 || true").output.contains("Directory not empty"), true)
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import KCTestSupport
 import KernelKeychain
+import Keyrings
 import XCTest
 
 /// Writing through the mount loses nothing (DESIGN §6): a value is stored when its
@@ -228,7 +229,7 @@ final class MountWritePathTests: MountingTestCase {
         XCTAssertEqual(errnoName(FileOps.rmdir(mount.file(service))), errnoName(0), "rmdir of the now empty service")
         XCTAssertEqual(errnoName(FileOps.write(fd, "te")), errnoName(0))
         let closeError = close(fd)
-        XCTAssertFalse(try Keychain.services().contains(service),
+        XCTAssertFalse(try Keychain.services().contains(KeyName(service)),
                        "the late close (\(closeError == 0 ? "succeeded" : String(cString: strerror(closeError)))) re-created the service")
         XCTAssertFalse(try Keychain(service: service).contains("k"), "the late close re-created the item")
         XCTAssertEqual(errnoName(FileOps.statError(mount.file(service))), errnoName(ENOENT))
@@ -316,7 +317,7 @@ final class MountWritePathTests: MountingTestCase {
         XCTAssertEqual(moved.standardError, "", "mv prints no errors (such as setting attributes)")
         Thread.sleep(forTimeInterval: 1.2)
 
-        XCTAssertFalse(try Keychain.services().contains(from), "the old service is gone")
+        XCTAssertFalse(try Keychain.services().contains(KeyName(from)), "the old service is gone")
         let items = try listedItems(to)
         XCTAssertEqual(items.map(\.name), ["a", "b", "c"])
         for item in items {

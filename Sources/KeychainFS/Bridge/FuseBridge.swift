@@ -1,3 +1,4 @@
+import Keyrings
 import SystemPackage
 internal import CFuse3
 
@@ -28,7 +29,7 @@ final class FuseBridge: Sendable {
 
     // MARK: Names
 
-    func lookup(parent: UInt64, name: String) throws(FilesystemError) -> Reply {
+    func lookup(parent: UInt64, name: KeyName) throws(FilesystemError) -> Reply {
         let child = try filesystem.child(of: node(parent), named: name)
         let attributes = try attributes(of: child)
         return .entry(number: inodes.remember(child), attributes: attributes)
@@ -106,7 +107,7 @@ final class FuseBridge: Sendable {
         return .open(handle: handles.add(file), directIO: true, noFlush: !writable)
     }
 
-    func create(parent: UInt64, name: String, flags: Int32 = O_WRONLY, caller: Int32) throws(FilesystemError) -> Reply {
+    func create(parent: UInt64, name: KeyName, flags: Int32 = O_WRONLY, caller: Int32) throws(FilesystemError) -> Reply {
         if filesystem.configuration.readOnly { throw FilesystemError(.readOnlyFileSystem) }
         let child = try filesystem.child(of: node(parent), named: name)
         if child.isShared { throw FilesystemError(.readOnlyFileSystem) }
@@ -169,7 +170,7 @@ final class FuseBridge: Sendable {
         return .success
     }
 
-    func unlink(parent: UInt64, name: String) throws(FilesystemError) -> Reply {
+    func unlink(parent: UInt64, name: KeyName) throws(FilesystemError) -> Reply {
         let child = try filesystem.child(of: node(parent), named: name)
         let wasOpen = handles.unlinkPending(child)
         do {
@@ -180,7 +181,7 @@ final class FuseBridge: Sendable {
         return .success
     }
 
-    func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) throws(FilesystemError) -> Reply {
+    func rename(parent: UInt64, name: KeyName, newParent: UInt64, newName: KeyName, flags: UInt32) throws(FilesystemError) -> Reply {
         let source = try filesystem.child(of: node(parent), named: name)
         let target = try filesystem.child(of: node(newParent), named: newName)
         if flags & renameExchange != 0 { throw FilesystemError(.invalidArgument) }
@@ -198,13 +199,13 @@ final class FuseBridge: Sendable {
 
     // MARK: Directories
 
-    func mkdir(parent: UInt64, name: String) throws(FilesystemError) -> Reply {
+    func mkdir(parent: UInt64, name: KeyName) throws(FilesystemError) -> Reply {
         let child = try filesystem.child(of: node(parent), named: name)
         try filesystem.makeDirectory(child)
         return .entry(number: inodes.remember(child), attributes: try attributes(of: child))
     }
 
-    func rmdir(parent: UInt64, name: String) throws(FilesystemError) -> Reply {
+    func rmdir(parent: UInt64, name: KeyName) throws(FilesystemError) -> Reply {
         try filesystem.removeDirectory(filesystem.child(of: node(parent), named: name))
         return .success
     }

@@ -1,5 +1,6 @@
 import SystemPackage
 import KernelKeychain
+import Keyrings
 
 #if canImport(Glibc)
 import Glibc
@@ -198,7 +199,7 @@ final class OpenFile: Sendable {
 /// A directory listing taken at opendir, served in pieces by readdir.
 final class OpenDirectory: Sendable {
     struct Entry: Sendable {
-        var name: String
+        var name: KeyName
         var number: UInt64
         var isDirectory: Bool
     }

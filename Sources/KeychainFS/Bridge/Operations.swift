@@ -1,3 +1,4 @@
+import Keyrings
 internal import CFuse3
 import SystemPackage
 
@@ -40,6 +41,11 @@ private func caller(_ request: fuse_req_t?) -> Int32 {
 
 private func string(_ name: UnsafePointer<CChar>?) -> String? {
     name.map { String(cString: $0) }
+}
+
+/// A file name from the kernel, byte for byte.
+private func keyName(_ name: UnsafePointer<CChar>?) -> KeyName {
+    name.map { KeyName(cString: $0) } ?? KeyName(bytes: [])
 }
 
 private func send(_ reply: Reply, to request: fuse_req_t, fileInfo: UnsafeMutablePointer<fuse_file_info>?) {
@@ -104,8 +110,10 @@ private func sendDirectory(_ directory: OpenDirectory, offset: Int, maxSize: Int
         status.st_ino = ino_t(entry.number)
         status.st_mode = entry.isDirectory ? S_IFDIR : S_IFREG
         let needed = buffer.withUnsafeMutableBufferPointer { destination in
-            fuse_add_direntry(request, destination.baseAddress.map { $0 + used }, maxSize - used,
-                              entry.name, &status, off_t(index + 1))
+            entry.name.withCString { name in
+                fuse_add_direntry(request, destination.baseAddress.map { $0 + used }, maxSize - used,
+                                  name, &status, off_t(index + 1))
+            }
         }
         if needed > maxSize - used { break }
         used += needed
@@ -159,7 +167,7 @@ func keychainOperations() -> fuse_lowlevel_ops {
     }
     operations.lookup = { request, parent, name in
         answer(request) { bridge throws(FilesystemError) in
-            try bridge.lookup(parent: parent, name: string(name) ?? "")
+            try bridge.lookup(parent: parent, name: keyName(name))
         }
     }
     operations.forget = { request, number, count in
@@ -195,7 +203,7 @@ func keychainOperations() -> fuse_lowlevel_ops {
     }
     operations.create = { request, parent, name, _, fileInfo in
         answer(request, fileInfo) { bridge throws(FilesystemError) in
-            try bridge.create(parent: parent, name: string(name) ?? "", flags: fileInfo?.pointee.flags ?? O_WRONLY, caller: caller(request))
+            try bridge.create(parent: parent, name: keyName(name), flags: fileInfo?.pointee.flags ?? O_WRONLY, caller: caller(request))
         }
     }
     operations.read = { request, _, size, offset, fileInfo in
@@ -218,18 +226,18 @@ func keychainOperations() -> fuse_lowlevel_ops {
         answer(request) { bridge in bridge.release(handle: fileInfo?.pointee.fh ?? 0) }
     }
     operations.unlink = { request, parent, name in
-        answer(request) { bridge throws(FilesystemError) in try bridge.unlink(parent: parent, name: string(name) ?? "") }
+        answer(request) { bridge throws(FilesystemError) in try bridge.unlink(parent: parent, name: keyName(name)) }
     }
     operations.rename = { request, parent, name, newParent, newName, flags in
         answer(request) { bridge throws(FilesystemError) in
-            try bridge.rename(parent: parent, name: string(name) ?? "", newParent: newParent, newName: string(newName) ?? "", flags: flags)
+            try bridge.rename(parent: parent, name: keyName(name), newParent: newParent, newName: keyName(newName), flags: flags)
         }
     }
     operations.mkdir = { request, parent, name, _ in
-        answer(request) { bridge throws(FilesystemError) in try bridge.mkdir(parent: parent, name: string(name) ?? "") }
+        answer(request) { bridge throws(FilesystemError) in try bridge.mkdir(parent: parent, name: keyName(name)) }
     }
     operations.rmdir = { request, parent, name in
-        answer(request) { bridge throws(FilesystemError) in try bridge.rmdir(parent: parent, name: string(name) ?? "") }
+        answer(request) { bridge throws(FilesystemError) in try bridge.rmdir(parent: parent, name: keyName(name)) }
     }
     // Symlinks, hard links and special files have no meaning in a keychain: refused
     // with EPERM (as a filesystem that cannot hold them answers), not ENOSYS.

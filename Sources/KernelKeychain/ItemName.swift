@@ -32,15 +32,15 @@ public enum NameProblem: Hashable, Sendable, CustomStringConvertible {
 }
 
 public func validateName(_ name: some KeyNameConvertible, as kind: NameKind) throws(KeychainError) {
-    let bytes = name.keyName.bytes
+    // Without making an array of the bytes: this is on `kc get`'s path.
+    let name = name.keyName
+    let byteCount = name.byteCount
     let problem: NameProblem? =
-        if bytes.isEmpty { .empty }
-        else if bytes.count > 255 { .tooLong(bytes: bytes.count) }
-        else if bytes == [UInt8(ascii: ".")] || bytes == [UInt8(ascii: "."), UInt8(ascii: ".")] {
-            .reserved(String(decoding: bytes, as: UTF8.self))
-        }
-        else if bytes.contains(UInt8(ascii: "/")) { .containsSlash }
-        else if bytes.contains(0) { .containsNUL }
+        if byteCount == 0 { .empty }
+        else if byteCount > 255 { .tooLong(bytes: byteCount) }
+        else if let text = name.text, text.utf8.elementsEqual(".".utf8) || text.utf8.elementsEqual("..".utf8) { .reserved(text) }
+        else if name.contains(byte: UInt8(ascii: "/")) { .containsSlash }
+        else if name.contains(byte: 0) { .containsNUL }
         else { nil }
     if let problem {
         throw KeychainError.invalidName(kind: kind, problem: problem)

@@ -3,12 +3,19 @@
 /// `a\xffb` and `a\xfeb` are two names, and the NFC and NFD spellings of `café` are
 /// two names although Swift's `==` calls the strings equal.
 public struct KeyName: Hashable, Sendable, Comparable, ExpressibleByStringInterpolation, CustomStringConvertible {
-    /// The bytes, without a terminating NUL.
-    public let bytes: [UInt8]
+    /// Text when the bytes are valid UTF-8 (every name kc makes, and the names on
+    /// `kc get`'s path, which then costs no array), else the bytes. Every initializer
+    /// keeps this rule, so equal bytes always have the same storage.
+    private enum Storage: Sendable {
+        case text(String)
+        case bytes([UInt8])
+    }
+
+    private let storage: Storage
 
     /// The UTF-8 bytes of `text`.
     public init(_ text: String) {
-        bytes = Array(text.utf8)
+        storage = .text(text)
     }
 
     public init(stringLiteral text: String) {
@@ -20,30 +27,106 @@ public struct KeyName: Hashable, Sendable, Comparable, ExpressibleByStringInterp
     }
 
     public init(bytes: some Sequence<UInt8>) {
-        self.bytes = Array(bytes)
+        let array = Array(bytes)
+        if let text = String(validating: array, as: UTF8.self) { storage = .text(text) } else { storage = .bytes(array) }
     }
 
     /// The bytes of a C string, up to its NUL (an argv entry, a name from the kernel).
     public init(cString: UnsafePointer<CChar>) {
-        var count = 0
-        while cString[count] != 0 { count += 1 }
-        bytes = UnsafeRawBufferPointer(start: cString, count: count).map { $0 }
+        if let text = String(validatingCString: cString) {
+            storage = .text(text)
+        } else {
+            var count = 0
+            while cString[count] != 0 { count += 1 }
+            storage = .bytes(Array(UnsafeRawBufferPointer(start: cString, count: count)))
+        }
+    }
+
+    /// The bytes, without a terminating NUL.
+    public var bytes: [UInt8] {
+        switch storage {
+        case .text(let text): Array(text.utf8)
+        case .bytes(let bytes): bytes
+        }
+    }
+
+    /// The number of bytes.
+    public var byteCount: Int {
+        switch storage {
+        case .text(let text): text.utf8.count
+        case .bytes(let bytes): bytes.count
+        }
+    }
+
+    /// Whether `byte` occurs in the name.
+    public func contains(byte: UInt8) -> Bool {
+        switch storage {
+        case .text(let text): text.utf8.contains(byte)
+        case .bytes(let bytes): bytes.contains(byte)
+        }
     }
 
     /// The name as text if it is valid UTF-8, else nil.
     public var text: String? {
-        String(validating: bytes, as: UTF8.self)
+        if case .text(let text) = storage { return text }
+        return nil
     }
 
     /// The name as text for people: valid UTF-8 as it is, each byte that is not part
     /// of valid UTF-8 as `\xHH`. Unambiguous only for names that are valid UTF-8; for
     /// messages, never for storage.
     public var description: String {
-        if let text { return text }
+        switch storage {
+        case .text(let text): return text
+        case .bytes(let bytes): return Self.escaping(bytes)
+        }
+    }
+
+    public static func == (lhs: KeyName, rhs: KeyName) -> Bool {
+        switch (lhs.storage, rhs.storage) {
+        // Byte for byte: String's == would call NFC and NFD spellings equal.
+        case (.text(let left), .text(let right)): left.utf8.elementsEqual(right.utf8)
+        case (.bytes(let left), .bytes(let right)): left == right
+        default: false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch storage {
+        case .text(let text): for byte in text.utf8 { hasher.combine(byte) }
+        case .bytes(let bytes): for byte in bytes { hasher.combine(byte) }
+        }
+        hasher.combine(byteCount)
+    }
+
+    /// Byte order, as the kernel compares descriptions (and `ls` sorts in the C locale).
+    public static func < (lhs: KeyName, rhs: KeyName) -> Bool {
+        switch (lhs.storage, rhs.storage) {
+        case (.text(let left), .text(let right)): left.utf8.lexicographicallyPrecedes(right.utf8)
+        default: lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
+        }
+    }
+
+    /// Calls `body` with the name as a NUL-terminated C string, for the kernel.
+    public func withCString<R>(_ body: (UnsafePointer<CChar>) -> R) -> R {
+        switch storage {
+        case .text(let text):
+            return text.withCString(body)
+        case .bytes(let bytes):
+            return withUnsafeTemporaryAllocation(of: CChar.self, capacity: bytes.count + 1) { buffer in
+                for (offset, byte) in bytes.enumerated() { buffer[offset] = CChar(bitPattern: byte) }
+                buffer[bytes.count] = 0
+                // A temporary allocation is never empty here (capacity >= 1).
+                return body(UnsafePointer(buffer.baseAddress.unsafelyUnwrapped))
+            }
+        }
+    }
+
+    private static func escaping(_ bytes: [UInt8]) -> String {
         var result = ""
         var index = 0
         while index < bytes.count {
-            let length = Self.validSequenceLength(bytes, at: index)
+            let length = validSequenceLength(bytes, at: index)
             if length > 0 {
                 result += String(decoding: bytes[index..<index + length], as: UTF8.self)
                 index += length
@@ -54,21 +137,6 @@ public struct KeyName: Hashable, Sendable, Comparable, ExpressibleByStringInterp
             }
         }
         return result
-    }
-
-    /// Byte order, as the kernel compares descriptions (and `ls` sorts in the C locale).
-    public static func < (lhs: KeyName, rhs: KeyName) -> Bool {
-        lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
-    }
-
-    /// Calls `body` with the name as a NUL-terminated C string, for the kernel.
-    public func withCString<R>(_ body: (UnsafePointer<CChar>) -> R) -> R {
-        withUnsafeTemporaryAllocation(of: CChar.self, capacity: bytes.count + 1) { buffer in
-            for (offset, byte) in bytes.enumerated() { buffer[offset] = CChar(bitPattern: byte) }
-            buffer[bytes.count] = 0
-            // A temporary allocation is never empty here (capacity >= 1).
-            return body(UnsafePointer(buffer.baseAddress.unsafelyUnwrapped))
-        }
     }
 
     /// The length of the well-formed UTF-8 sequence starting at `index`, or 0 if the
@@ -110,12 +178,14 @@ extension KeyName: KeyNameConvertible {
 extension KeyName {
     /// The name followed by `other`'s bytes.
     public static func + (lhs: KeyName, rhs: KeyName) -> KeyName {
-        KeyName(bytes: lhs.bytes + rhs.bytes)
+        if let left = lhs.text, let right = rhs.text { return KeyName(left + right) }
+        return KeyName(bytes: lhs.bytes + rhs.bytes)
     }
 
     /// Whether the name begins with `prefix`'s bytes.
     public func hasPrefix(_ prefix: KeyName) -> Bool {
-        bytes.starts(with: prefix.bytes)
+        if let text, let start = prefix.text { return text.utf8.starts(with: start.utf8) }
+        return bytes.starts(with: prefix.bytes)
     }
 
     /// The name without its first `count` bytes.

@@ -31,12 +31,12 @@ extension KC {
 /// `kc get`: the bytes go straight from the kernel's buffer to standard output.
 /// `options` repeats --group/--from in the hint of the not-found message.
 func printValue(keychain: Keychain, key: KeyName, options: String = "") throws {
-    let service = keychain.service ?? ""
     let written = try reporting { () throws(KeychainError) in
         try keychain.withBytes(forKey: key) { writeAll(fd: 1, $0) }
     }
     switch written {
     case nil:
+        let service = keychain.service ?? ""
         standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(options)\(service)'")
         throw ExitStatus.notFound
     case false?:

@@ -36,13 +36,14 @@ private func require(_ condition: Bool, _ message: @autoclosure () -> String) {
 private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 
 private func fuzzNames(_ bytes: [UInt8]) {
-    let name = text(bytes)
+    // Names are bytes: the same rules whether or not they are UTF-8.
+    let name = KeyName(bytes: bytes)
+    require(name.bytes == bytes, "KeyName(bytes:) did not keep \(bytes)")
     for kind in [NameKind.service, .item] {
         let accepted = (try? validateName(name, as: kind)) != nil
-        let utf8 = Array(name.utf8)
-        let expected = !utf8.isEmpty && utf8.count <= 255 && !utf8.contains(UInt8(ascii: "/")) && !utf8.contains(0)
-            && name != "." && name != ".."
-        require(accepted == expected, "validateName(\(utf8)) accepted=\(accepted)")
+        let expected = !bytes.isEmpty && bytes.count <= 255 && !bytes.contains(UInt8(ascii: "/")) && !bytes.contains(0)
+            && bytes != [0x2e] && bytes != [0x2e, 0x2e]
+        require(accepted == expected, "validateName(\(bytes)) accepted=\(accepted)")
     }
 }
 
@@ -83,10 +84,11 @@ private func fuzzDotEnv(_ bytes: [UInt8]) {
 }
 
 private func fuzzDescribe(_ bytes: [UInt8]) {
-    let input = text(bytes)
-    guard let parsed = KeyDescription(parsing: input) else { return }
+    guard let parsed = KeyDescription(parsing: bytes) else { return }
     require(!parsed.type.isEmpty && !parsed.type.contains(";"), "type \(parsed.type)")
-    require(input.hasPrefix(parsed.type + ";") && input.hasSuffix(";" + parsed.description), "fields out of place")
+    let description = parsed.description.bytes
+    require(bytes.count > description.count && bytes[bytes.count - description.count - 1] == UInt8(ascii: ";")
+            && bytes.suffix(description.count).elementsEqual(description), "the description is not the bytes after the fourth ';'")
 }
 
 private let filesystem = KeychainFilesystem(configuration: MountConfiguration(uid: 0, gid: 0))
@@ -97,10 +99,10 @@ private func fuzzPaths(_ bytes: [UInt8]) {
     var node = Node.root
     var rootedNode = Node.root
     for component in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
-        let name = text(Array(component))
+        let name = KeyName(bytes: component)
         let valid = (try? validateName(name, as: .item)) != nil
         if let child = try? filesystem.child(of: node, named: name) {
-            require(valid, "child(named: \(Array(name.utf8))) accepted an invalid name")
+            require(valid, "child(named: \(name.bytes)) accepted an invalid name")
             node = child
         }
         if let child = try? serviceRooted.child(of: rootedNode, named: name) {

@@ -81,6 +81,8 @@ let package = Package(
         .testTarget(name: "KeychainFSTests", dependencies: ["KeychainFS", "KernelKeychain", "Keyrings", "KCTestSupport"]),
         // The library as another user: the sharing tests run it under runuser.
         .executableTarget(name: "kc-keychain-probe", dependencies: ["KernelKeychain", "Keyrings"], path: "Tests/KeychainProbe"),
+        // Attacks by other local users (issue 13): real users, real sessions.
+        .testTarget(name: "SecurityTests", dependencies: ["KernelKeychain", "Keyrings", "KCTestSupport"]),
         .testTarget(name: "kcTests", dependencies: ["kc", "kc-keychain-probe", "KernelKeychain", "Keyrings", "KCTestSupport"]),
     ]
 )

@@ -111,7 +111,7 @@ extension Keychain {
                 // Not exclusive: a key of the same name at home is displaced, which is
                 // the one-item rule (the moved key is the item).
                 try keep.item.move(from: keep.ring.serial, to: home.serial, exclusive: false)
-                if let sharing { try Sharing.apply(sharing, to: keep.item) }
+                if let sharing { try Sharing.apply(sharing, to: keep.item, as: .item) }
                 break
             } catch {
                 if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { continue }  // raced: look again
@@ -213,7 +213,7 @@ extension Keychain {
         for ring in rings {
             let destination = try ServiceKeyring.findOrCreate(service: newService, marker: ring.marker, anchor: ring.anchor)
             do throws(KeyctlError) {
-                if let sharing = Sharing(try ring.serial.describe()) { try Sharing.apply(sharing, to: destination.serial) }
+                if let sharing = Sharing(try ring.serial.describe()) { try Sharing.apply(sharing, to: destination.serial, as: .keyring) }
                 for key in try unlessGone({ () throws(KeyctlError) in try ring.serial.linkedKeys() }) ?? [] {
                     do {
                         try key.move(from: ring.serial, to: destination.serial, exclusive: true)

@@ -73,15 +73,18 @@ extension Keychain {
 
     /// The other user's service this keychain works on, or nil when it works on the
     /// caller's own. The caller's own service wins when it has one (and no other owner
-    /// was named); a write with nothing shared yet creates the caller's own.
+    /// was named). A write with `accessGroup` alone always goes to the caller's own
+    /// service (created and shared if need be): writing into another user's service
+    /// takes naming that user (`owner`), so a member who shares a service of the same
+    /// name first cannot receive the caller's secret.
     internal func sharedService(forWriting: Bool) throws(KeychainError) -> SharedService? {
         guard reachesShared, let service = serviceName else { return nil }
         if owner == geteuid() { return nil }
+        if owner == nil && forWriting { return nil }
         if owner == nil, try serviceExists() { return nil }
         let found = SharedServices.visible(service: service, group: accessGroup?.gid, owner: owner)
         if found.count > 1 { throw .sharedByMany(service: service.description, owners: found.map(\.ownerName)) }
         if let only = found.first { return only }
-        if forWriting && owner == nil { return nil }
         throw .notShared(service: service.description, group: accessGroup?.name,
                          owner: owner.map { Accounts.name(ofUser: $0) ?? String($0) })
     }
@@ -90,7 +93,11 @@ extension Keychain {
     internal func locate(_ key: KeyName, in shared: SharedService) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
         for ring in shared.rings {
             do {
-                if let item = try ring.serial.search(type: "user", description: key) { return (ring.serial, item) }
+                // Only the owner's own key is the owner's item.
+                if let item = try ring.serial.search(type: "user", description: key),
+                   (try? item.describe().uid) == shared.owner {
+                    return (ring.serial, item)
+                }
             } catch {
                 // Unshared between the scan and the search.
                 if error.errno == .permissionDenied { throw .notShared(service: shared.service.description, group: accessGroup?.name, owner: shared.ownerName) }
@@ -117,17 +124,11 @@ extension Keychain {
         }
     }
 
-    /// A member's removal, allowed when the group may write the service keyring.
+    /// A member's removal: never allowed. Removing takes write on the owner's keyring,
+    /// which would also let members link keys of their own into it (see ``Sharing``).
     internal func remove(_ key: KeyName, from shared: SharedService) throws(KeychainError) -> Bool {
         guard shared.sharing.isGroupWritable else { throw .sharedReadOnly(shared) }
-        guard let located = try locate(key, in: shared) else { return false }
-        do {
-            try located.item.unlink(from: located.ring)
-            return true
-        } catch {
-            if error.meansKeyIsGone { return false }
-            throw KeychainError(error)
-        }
+        throw .ownerOnly(shared, action: "remove items")
     }
 
     /// The sharing an owner's write gives the new item. A keychain with an access group
@@ -163,9 +164,9 @@ extension Keychain {
         guard let source, let current = source.sharing else { return nil }
         for (ring, sharing) in states where sharing == nil {
             do throws(KeyctlError) {
-                try Sharing.apply(current, to: ring)
+                try Sharing.apply(current, to: ring, as: .keyring)
                 if Sharing(try source.ring.describe()) == nil {
-                    try Sharing.apply(nil, to: ring)
+                    try Sharing.apply(nil, to: ring, as: .keyring)
                     return nil
                 }
             } catch {
@@ -207,13 +208,13 @@ extension Keychain {
                 for ring in rings {
                     try ignoringGone { () throws(KeyctlError) in
                         try applyToItems(sharing, in: ring)
-                        try Sharing.apply(sharing, to: ring)
+                        try Sharing.apply(sharing, to: ring, as: .keyring)
                         try applyToItems(sharing, in: ring)
                     }
                 }
             } else {
                 for _ in 0..<2 {
-                    for ring in rings { try ignoringGone { () throws(KeyctlError) in try Sharing.apply(nil, to: ring) } }
+                    for ring in rings { try ignoringGone { () throws(KeyctlError) in try Sharing.apply(nil, to: ring, as: .keyring) } }
                 }
                 for ring in rings { try ignoringGone { () throws(KeyctlError) in try applyToItems(nil, in: ring) } }
             }
@@ -231,11 +232,17 @@ extension Keychain {
         }
     }
 
+    /// The items get the sharing; a key of another uid's found in the caller's keyring
+    /// is unlinked rather than stopping a share or unshare for good.
     private static func applyToItems(_ sharing: Sharing?, in ring: KeySerial) throws(KeyctlError) {
         for item in try ring.linkedKeys() {
             do {
-                guard try item.describe().type == "user" else { continue }
-                try Sharing.apply(sharing, to: item)
+                guard let info = try? item.describe(), info.uid == geteuid() else {
+                    try? item.unlink(from: ring)
+                    continue
+                }
+                guard info.type == "user" else { continue }
+                try Sharing.apply(sharing, to: item, as: .item)
             } catch {
                 if !error.meansKeyIsGone { throw error }
             }

@@ -320,12 +320,19 @@ public struct Keychain: Sendable, Hashable {
         return try? item.payloadSize()
     }
 
-    /// The `user` keys linked in a ring, described. A key that expired is unlinked.
+    /// The `user` keys linked in a ring, described. A key that expired is unlinked. Only
+    /// the ring owner's keys are the service's items: a key another uid linked there is
+    /// skipped (and unlinked from the caller's own ring; a view of any key the caller
+    /// cannot describe is skipped as well).
     private func userKeys(in ring: ListedRing) throws(KeychainError) -> [(KeySerial, KeyDescription)] {
         var keys: [(KeySerial, KeyDescription)] = []
         do throws(KeyctlError) {
             for serial in try unlessGone({ () throws(KeyctlError) in try ring.serial.linkedKeys() }) ?? [] {
                 if let info = try? serial.describe() {
+                    guard info.uid == ring.owner else {
+                        if ring.owner == geteuid() { try? serial.unlink(from: ring.serial) }
+                        continue
+                    }
                     if info.type == "user" { keys.append((serial, info)) }
                 } else {
                     try? serial.unlink(from: ring.serial)  // expired: let the kernel free it sooner
@@ -395,15 +402,39 @@ public struct Keychain: Sendable, Hashable {
     /// runtime would build by name at first use (about 40,000 instructions, 6% of a
     /// `kc get`, measured with callgrind). `KeySerial.search` already answers nil for a
     /// key that vanished.
+    ///
+    /// If the search is still refused, a key of that name that the caller may not search
+    /// is in the way: one another uid put there (a member of a share that kc before 0.3
+    /// let write the keyring). The caller's own key, if any, is then found in the link
+    /// list, and the other uid's is unlinked: a service holds only its owner's keys.
     internal func search(ring: KeySerial, for key: KeyName) throws(KeychainError) -> KeySerial? {
         do {
             return try ring.search(type: "user", description: key)
         } catch where error.errno == .permissionDenied {
             guard (try? Anchor.user.serialForWriting()) != nil else { throw KeychainError(error) }
-            do { return try ring.search(type: "user", description: key) } catch { throw KeychainError(error) }
+            do {
+                return try ring.search(type: "user", description: key)
+            } catch where error.errno == .permissionDenied {
+                return try Self.ownKey(named: key, in: ring)
+            } catch {
+                throw KeychainError(error)
+            }
         } catch {
             throw KeychainError(error)
         }
+    }
+
+    /// The caller's own `user` key named `key` linked directly in `ring`; keys of other
+    /// uids of that name are unlinked (the owner may, holding write on its keyring).
+    private static func ownKey(named key: KeyName, in ring: KeySerial) throws(KeychainError) -> KeySerial? {
+        let linked: [KeySerial]
+        do { linked = try unlessGone { () throws(KeyctlError) in try ring.linkedKeys() } ?? [] } catch { throw KeychainError(error) }
+        var own: KeySerial? = nil
+        for candidate in linked {
+            guard let info = try? candidate.describe(), info.type == "user", info.description == key else { continue }
+            if info.uid == geteuid() { own = candidate } else { try? candidate.unlink(from: ring) }
+        }
+        return own
     }
 
     private func locateInAnyService(_ key: KeyName) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
@@ -461,7 +492,7 @@ public struct Keychain: Sendable, Hashable {
                 // Made whole with its deadline before it is placed: an update would
                 // leave the value without expiry until the timeout is set again.
                 let like = KeyDescription(type: "user", uid: geteuid(), gid: sharing?.group.gid ?? getegid(),
-                                          permissions: sharing?.permissions ?? .ownerOnly, description: key)
+                                          permissions: sharing?.permissions(for: .item) ?? .ownerOnly, description: key)
                 let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline ?? .fromNow(seconds: UInt64(seconds)))
                 guard try fresh.place(in: home.serial) else { return }
                 if let previous { DeadlineRecords.forget([previous]) }  // displaced by the new key
@@ -473,7 +504,7 @@ public struct Keychain: Sendable, Hashable {
                 // (The kernel's add_key leaves a created or updated key without expiry,
                 // so a store without a timeout needs no keyctl_set_timeout.)
                 if seconds == 0 {
-                    if let sharing { try Sharing.apply(sharing, to: item) } else { try item.setPermissions(.ownerOnly) }
+                    if let sharing { try Sharing.apply(sharing, to: item, as: .item) } else { try item.setPermissions(.ownerOnly) }
                 }
                 // A share or unshare of the service may have run since its sharing was
                 // read: the item follows its keyring as it is now. (Unshare changes the
@@ -481,7 +512,7 @@ public struct Keychain: Sendable, Hashable {
                 // the keyring, so whichever way they interleave every item ends up as
                 // its keyring.)
                 let now = Sharing(try home.serial.describe())
-                if now != sharing { try Sharing.apply(now, to: item) }
+                if now != sharing { try Sharing.apply(now, to: item, as: .item) }
             } catch {
                 // Another process removed the item, or its whole service, between add_key
                 // and here: this set happened, then that removal did (found by the soak

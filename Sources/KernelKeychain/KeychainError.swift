@@ -58,6 +58,10 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The service is already shared with another group.
     case sharedWithAnotherGroup(service: String, current: AccessGroup, requested: AccessGroup)
 
+    /// The session keyring belongs to another uid (after `su`, `sudo` or `runuser`
+    /// without a new session): what kc stored there would be that uid's to remove.
+    case sessionOfAnotherUser(uid: UInt32)
+
     /// A rename's target exists: an item (`name`), or a service with items (`name` nil).
     case alreadyExists(service: String, name: String?)
 
@@ -128,6 +132,9 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             return "'\(shared.service)' is shared by \(shared.ownerName) read-only; ask them to run 'kc share \(shared.service) --group \(shared.sharing.group.name) --group-writable'"
         case .ownerOnly(let shared, let action):
             return "only \(shared.ownerName), who owns '\(shared.service)', can \(action); ask them to do it"
+        case .sessionOfAnotherUser(let uid):
+            let owner = Accounts.name(ofUser: uid) ?? String(uid)
+            return "this session keyring belongs to \(owner) (you reached it through su, sudo or runuser), who could remove what you store in it; start a session of your own with 'keyctl session', or store at --access after-first-unlock"
         case .alreadyExists(let service, let name):
             if let name { return "item '\(name)' already exists in service '\(service)'; remove it first (kc rm \(service) \(name)) or choose another name" }
             return "service '\(service)' already has items; remove them first (kc rm) or choose another name"

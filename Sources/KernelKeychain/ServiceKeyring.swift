@@ -1,6 +1,12 @@
 import Keyrings
 import SystemPackage
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// The keyring an accessibility level lives under (DESIGN §2).
 internal enum Anchor: CaseIterable, Sendable {
     case session, user, persistent
@@ -35,16 +41,39 @@ extension Anchor {
     /// keyrings. The user keyring is usually linked in the session keyring but not
     /// always (a fresh `keyctl session`, a service), so it is linked into the thread
     /// keyring, as the persistent keyring already is.
+    ///
+    /// The anchor must be the caller's own, and no other uid may change its links:
+    /// another uid that shares the session (after `su`, `sudo` or `runuser`) possesses
+    /// the session keyring, and through it the user keyring when that is linked there,
+    /// and the anchors' default masks give possessors write, which is enough to unlink a
+    /// service keyring or displace it with one of its own. So kc moves the possessor
+    /// rights of the session and user keyrings to the owning uid (nothing changes for
+    /// the owner's own processes, which hold both) before it stores into them. The
+    /// persistent keyring's mask cannot be changed (the kernel gives no one setattr on
+    /// it); SECURITY.md says what that leaves.
     func serialForWriting() throws(KeychainError) -> KeySerial {
         if self == .persistent { return try serial() }
+        let anchor: KeySerial
+        let info: KeyDescription
         do {
-            if self == .session { return try SpecialKeyring.session.serial.resolved(create: false) }
-            let user = SpecialKeyring.user.serial
-            try user.link(into: SpecialKeyring.thread.serial)
-            return user
+            if self == .session {
+                anchor = try SpecialKeyring.session.serial.resolved(create: false)
+            } else {
+                anchor = SpecialKeyring.user.serial
+                try anchor.link(into: SpecialKeyring.thread.serial)
+            }
+            info = try anchor.describe()
         } catch {
             throw KeychainError(error)
         }
+        guard info.uid == geteuid() else { throw .sessionOfAnotherUser(uid: info.uid) }
+        let possessor = info.permissions.possessorRights
+        if !possessor.isEmpty {
+            let rights = info.permissions.userRights.union(possessor)
+            let others = KeyPermissions(rawValue: info.permissions.rawValue & 0x0000_ffff)
+            do { try anchor.setPermissions(KeyPermissions.user(rights).union(others)) } catch { throw KeychainError(error) }
+        }
+        return anchor
     }
 }
 
@@ -95,12 +124,59 @@ internal struct ServiceKeyring: Hashable, Sendable {
 
     /// Finds a service keyring from `anchor` (which also searches keyrings nested in it,
     /// such as the user keyring inside the session keyring). Nil if there is none.
+    ///
+    /// Only a keyring the caller owns is its service: one another uid put there (a
+    /// keyring in a shared session, or planted before kc guarded the anchors) is not
+    /// found, and neither is one the caller may not search. A keyring of the caller's
+    /// that still has a mask from before kc guarded against other uids is made private
+    /// (or shared as it was) again, with any key another uid linked into it removed
+    /// (see ``secureIfNeeded(_:_:)``).
     static func find(service: KeyName, marker: ServiceMarker, under anchorSerial: KeySerial) throws(KeychainError) -> KeySerial? {
-        do {
-            return try anchorSerial.search(type: "keyring", description: marker.keyringDescription(for: service))
+        let description = marker.keyringDescription(for: service)
+        do throws(KeyctlError) {
+            guard let found = try anchorSerial.search(type: "keyring", description: description) else { return nil }
+            guard let info = try unlessGone({ () throws(KeyctlError) in try found.describe() }),
+                  info.uid == geteuid()
+            else { return nil }
+            try secureIfNeeded(found, info)
+            return found
+        } catch where error.errno == .permissionDenied {
+            // A keyring of that name the caller may not search (another uid's) came
+            // first: the caller's own, if it has one, is linked directly in the anchor.
+            return try? ownDirectChild(described: description, of: anchorSerial)
         } catch {
             throw KeychainError(error)
         }
+    }
+
+    /// A keyring the caller owns, described `description`, linked directly in `parent`.
+    static func ownDirectChild(described description: KeyName, of parent: KeySerial) throws(KeyctlError) -> KeySerial? {
+        for key in try parent.linkedKeys() {
+            guard let info = try? key.describe(), info.type == "keyring", info.uid == geteuid(),
+                  info.description == description
+            else { continue }
+            return key
+        }
+        return nil
+    }
+
+    /// A service keyring whose mask grants possessors anything, or grants the group
+    /// write (kc before 0.3 did both), gets kc's masks back, on itself and its items;
+    /// keys of other uids linked into it are unlinked. Costs nothing for a keyring
+    /// already as kc makes them.
+    static func secureIfNeeded(_ ring: KeySerial, _ info: KeyDescription) throws(KeyctlError) {
+        let mask = info.permissions
+        guard !mask.possessorRights.isEmpty || mask.groupRights.contains(.write) else { return }
+        let sharing = Sharing(info)
+        for item in try ring.linkedKeys() {
+            guard let itemInfo = try? item.describe() else { continue }
+            if itemInfo.uid != geteuid() || itemInfo.type != "user" {
+                try? item.unlink(from: ring)
+            } else {
+                try? Sharing.apply(sharing, to: item, as: .item)
+            }
+        }
+        try Sharing.apply(sharing, to: ring, as: .keyring)
     }
 
     /// The one way kc finds a service's own keyrings: for each anchor (`first`'s
@@ -209,8 +285,28 @@ internal func findOrCreateKeyring(described description: KeyName, in parent: Key
 }
 
 /// A search finds a keyring linked directly in the parent before any nested one, so
-/// the first hit is the parent's own child if it has one; the link list tells whether it is.
+/// the first hit is the parent's own child if it has one; the link list tells whether it
+/// is. A keyring of another uid's in the caller's place is unlinked: the caller's
+/// anchor is the caller's (see ``Anchor/serialForWriting()``).
 private func directChild(description: KeyName, of parent: KeySerial) throws(KeyctlError) -> KeySerial? {
-    guard let found = try parent.search(type: "keyring", description: description) else { return nil }
-    return try parent.linkedKeys().contains(found) ? found : nil
+    let found: KeySerial?
+    do {
+        found = try parent.search(type: "keyring", description: description)
+    } catch where error.errno == .permissionDenied {
+        found = nil
+    }
+    let linked = try parent.linkedKeys()
+    if let found, linked.contains(found), let info = try? found.describe() {
+        if info.uid == geteuid() {
+            try ServiceKeyring.secureIfNeeded(found, info)
+            return found
+        }
+    }
+    // Another uid's keyring of that name, directly in the caller's anchor: remove it.
+    for key in linked {
+        guard let info = try? key.describe(), info.type == "keyring", info.description == description else { continue }
+        if info.uid == geteuid() { return key }
+        try? key.unlink(from: parent)
+    }
+    return nil
 }

@@ -10,9 +10,13 @@ import Musl
 /// they may also change and remove its items.
 ///
 /// In the kernel this is the group id and the group byte of the permission mask of the
-/// service keyring and of every item in it: view, read and search (`0x3f3f0b00`), plus
-/// write when group-writable (`0x3f3f0f00`). Link and setattr are never granted, so
-/// members cannot move items, change their lifetimes or re-share them.
+/// service keyring and of every item in it: view, read and search (`0x003f0b00`). A
+/// group-writable share adds write to the items (`0x003f0f00`), so members can change
+/// their values, and marks the keyring with the group's link right (`0x003f1b00`),
+/// which lets a member link the keyring into its own keyrings and nothing more. Write
+/// on a keyring is never granted: it would let members link keys of their own into the
+/// owner's service, or unlink the owner's. Setattr is never granted, so members cannot
+/// change a key's lifetime, owner or mask.
 public struct Sharing: Hashable, Sendable, CustomStringConvertible {
     public var group: AccessGroup
     public var isGroupWritable: Bool
@@ -23,14 +27,18 @@ public struct Sharing: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The sharing a key's description shows, or nil if its group cannot search it.
+    /// (Group write on a keyring is how kc before 0.3 marked a writable share.)
     internal init?(_ info: KeyDescription) {
         let rights = info.permissions.groupRights
         guard rights.isSuperset(of: [.view, .read, .search]) else { return nil }
-        self.init(group: AccessGroup(gid: info.gid), isGroupWritable: rights.contains(.write))
+        let writable = rights.contains(info.type == "keyring" ? .link : .write) || rights.contains(.write)
+        self.init(group: AccessGroup(gid: info.gid), isGroupWritable: writable)
     }
 
-    internal var permissions: KeyPermissions {
-        let rights: KeyPermissions.Rights = isGroupWritable ? [.view, .read, .search, .write] : [.view, .read, .search]
+    /// What a key of this role gets: see the type's description.
+    internal func permissions(for role: SharedKeyRole) -> KeyPermissions {
+        var rights: KeyPermissions.Rights = [.view, .read, .search]
+        if isGroupWritable { rights.insert(role == .keyring ? .link : .write) }
         return KeyPermissions.ownerOnly.union(.group(rights))
     }
 
@@ -40,15 +48,20 @@ public struct Sharing: Hashable, Sendable, CustomStringConvertible {
 
     /// Applies this sharing to one key: its group, then its mask. With nil, the mask
     /// first (which is what cuts members off), then the caller's own gid back.
-    internal static func apply(_ sharing: Sharing?, to key: KeySerial) throws(KeyctlError) {
+    internal static func apply(_ sharing: Sharing?, to key: KeySerial, as role: SharedKeyRole) throws(KeyctlError) {
         if let sharing {
             try key.setGroup(sharing.group.gid)
-            try key.setPermissions(sharing.permissions)
+            try key.setPermissions(sharing.permissions(for: role))
         } else {
             try key.setPermissions(.ownerOnly)
             try key.setGroup(getegid())
         }
     }
+}
+
+/// What a shared key is: a service keyring or an item; they get different group rights.
+internal enum SharedKeyRole {
+    case keyring, item
 }
 
 /// A service keyring of another user that this process may search through its group

@@ -28,7 +28,7 @@ public struct FilesystemError: Error, Hashable, Sendable {
             self.init(underlying.errno)
         case .unknownGroup, .unknownUser, .noSuchService, .notShared, .sharedServiceGone:
             self.init(.noSuchFileOrDirectory)
-        case .notInGroup, .sharedReadOnly, .ownerOnly:
+        case .notInGroup, .sharedReadOnly, .ownerOnly, .sessionOfAnotherUser:
             self.init(.permissionDenied)
         case .alreadyExists:
             self.init(.fileExists)

@@ -28,8 +28,11 @@ public struct KeyPermissions: OptionSet, Hashable, Sendable, CustomStringConvert
     public var groupRights: Rights { Rights(rawValue: (rawValue >> 8) & 0x3f) }
     public var otherRights: Rights { Rights(rawValue: rawValue & 0x3f) }
 
-    /// `0x3f3f0000`: everything for possessors and the owning uid, nothing for anyone else.
-    public static let ownerOnly: KeyPermissions = [.possessor(.all), .user(.all)]
+    /// `0x003f0000`: everything for the owning uid, nothing for anyone else, possessors
+    /// included. Possession follows the session keyring, not the uid: another uid in the
+    /// owner's session (after `su`, `sudo` or `runuser`) possesses what the session
+    /// holds, so possessor rights would be rights for that uid too.
+    public static let ownerOnly: KeyPermissions = [.user(.all)]
 
     /// The mask as `keyctl describe` prints it: eight hex digits.
     public var description: String {

@@ -13,35 +13,26 @@ public enum LocalUser: String, CaseIterable, Sendable {
     public static let group = "kc-sec-grp"
 
     /// True when the suite runs as root and the users exist (made now if needed).
-    public static var available: Bool { getuid() == 0 && ensureExist() }
+    public static var available: Bool {
+        if let created { return created }
+        let made = getuid() == 0 && allCases.allSatisfy { $0.account.ensure() }
+        created = made
+        return made
+    }
 
     nonisolated(unsafe) private static var created: Bool?
 
-    private static func ensureExist() -> Bool {
-        if let created { return created }
-        var ok = (try? runCommand("/usr/bin/getent", ["group", group]))?.status == 0
-            || (try? runCommand("/usr/sbin/groupadd", ["--system", group]))?.status == 0
-        for user in allCases where ok {
-            if (try? runCommand("/usr/bin/id", ["-u", user.rawValue]))?.status == 0 { continue }
-            var arguments = ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin"]
-            if user != .carol { arguments += ["--groups", group] }
-            ok = (try? runCommand("/usr/sbin/useradd", arguments + [user.rawValue]))?.status == 0
-        }
-        created = ok
-        return ok
+    private var account: TestAccount {
+        TestAccount(rawValue, groups: self == .carol ? [] : [Self.group])
     }
 
-    public var uid: UInt32 {
-        UInt32((try? runCommand("/usr/bin/id", ["-u", rawValue]))?.output.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? UInt32.max
-    }
+    public var uid: UInt32 { UInt32(account.uid) ?? UInt32.max }
 
     /// Runs `script` with `sh` as this user, by default in a fresh session keyring;
-    /// `$KC` is kc (a copy every user may run).
+    /// `$KC` is kc (a copy every user may run) and `$PROBE` the library probe.
     @discardableResult
     public func run(_ script: String, input: [UInt8] = [], freshSession: Bool = true) throws -> CommandResult {
-        let wrapped = "KC=\(UnprivilegedUser.kcCopy); export KC; cd /tmp; \(script)"
-        let session = freshSession ? ["keyctl", "session", "-"] : []
-        return try runCommand("/usr/sbin/runuser", ["-u", rawValue, "--"] + session + ["/bin/sh", "-c", wrapped], input: input)
+        try account.run(script, input: input, freshSession: freshSession)
     }
 
     /// Removes everything kc and keyctl left in this user's user and persistent keyrings,

@@ -50,8 +50,8 @@ final class AccessibilityTests: KeyringTestCase {
         let ring = try XCTUnwrap(try directRing("kc:" + service, in: "@s"))
         let item = try XCTUnwrap(keyctlSearch(ring, "user", "token"))
         XCTAssertEqual(try keyctl("pipe", item).output, "tok\nen")
-        XCTAssertEqual(try keyctl("rdescribe", item).output, "user;\(getuid());\(getgid());3f3f0000;token\n")
-        XCTAssertEqual(try keyctl("rdescribe", ring).output, "keyring;\(getuid());\(getgid());3f3f0000;kc:\(service)\n")
+        XCTAssertEqual(try keyctl("rdescribe", item).output, "user;\(getuid());\(getgid());003f0000;token\n")
+        XCTAssertEqual(try keyctl("rdescribe", ring).output, "keyring;\(getuid());\(getgid());003f0000;kc:\(service)\n")
     }
 
     func testKeyctlWrittenItemsAreReadByKeychain() throws {

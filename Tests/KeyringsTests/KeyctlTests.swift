@@ -64,7 +64,7 @@ final class KeyctlTests: KeyringTestCase {
     }
 
     func testDescriptionParsing() {
-        XCTAssertEqual(KeyDescription(parsing: "user;1000;1000;3f3f0000;token")?.permissions, .ownerOnly)
+        XCTAssertEqual(KeyDescription(parsing: "user;1000;1000;3f3f0000;token")?.permissions, KeyPermissions(rawValue: 0x3f3f_0000))
         XCTAssertEqual(KeyDescription(parsing: "keyring;0;-1;3f3f0000;kc:x;y")?.gid, UInt32.max)
         XCTAssertEqual(KeyDescription(parsing: "keyring;0;-1;3f3f0000;kc:x;y")?.description, "kc:x;y")
         XCTAssertNil(KeyDescription(parsing: "user;1000;1000;3f3f0000"))
@@ -74,11 +74,14 @@ final class KeyctlTests: KeyringTestCase {
 
     func testPermissionClasses() {
         let mask = KeyPermissions.ownerOnly
-        XCTAssertEqual(mask.rawValue, 0x3f3f_0000)
-        XCTAssertEqual(mask.possessorRights, .all)
+        XCTAssertEqual(mask.rawValue, 0x003f_0000, "the owning uid only: possessor rights would follow a shared session")
+        XCTAssertEqual(mask.possessorRights, [])
         XCTAssertEqual(mask.userRights, .all)
         XCTAssertEqual(mask.groupRights, [])
         XCTAssertEqual(mask.otherRights, [])
-        XCTAssertEqual(mask.description, "3f3f0000")
+        XCTAssertEqual(mask.description, "003f0000")
+        let old = KeyPermissions(rawValue: 0x3f3f_0000)
+        XCTAssertEqual(old.possessorRights, .all)
+        XCTAssertEqual(old.description, "3f3f0000")
     }
 }

@@ -16,7 +16,7 @@ final class CLITests: KeyringTestCase {
             keyctl rdescribe $(keyctl search $ring user second)
             """], environment: ["KC": builtKC, "PATH": "/usr/bin:/bin"])
         XCTAssertEqual(result.status, 0, "\(result)")
-        XCTAssertTrue(result.output.hasPrefix("user;\(getuid());\(getgid());3f3f0000;second"), "\(result)")
+        XCTAssertTrue(result.output.hasPrefix("user;\(getuid());\(getgid());003f0000;second"), "\(result)")
     }
 
     func testSetAndGetPassExactBytes() throws {

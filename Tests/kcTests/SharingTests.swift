@@ -119,8 +119,8 @@ final class SharingTests: XCTestCase {
 
         let refused = try member.run("""
             printf 'evil' | "$KC" set --from \(owner.name) \(service) token; echo "set=$?"
-            "$KC" rm --group \(group) \(service) token; echo "rm=$?"
-            printf 'evil' | "$PROBE" set \(service) token --group \(group)
+            "$KC" rm --from \(owner.name) \(service) token; echo "rm=$?"
+            printf 'evil' | "$PROBE" set \(service) token --from \(owner.name)
             "$PROBE" rm \(service) token --from \(owner.name)
             """)
         XCTAssertEqual(refused.output, """
@@ -147,9 +147,12 @@ final class SharingTests: XCTestCase {
         let ownerView = try owner.run("\"$KC\" get \(service) token; echo; keyctl describe $(keyctl search @u user token 2>/dev/null || true) >/dev/null 2>&1; \"$KC\" ls \(service)")
         XCTAssertEqual(ownerView.output, "rotated\ntoken\n", "the member's write replaced the value in place and added nothing: \(ownerView)")
 
-        let removed = try member.run("\"$PROBE\" rm \(service) token --group \(group)")
-        XCTAssertEqual(removed.output, "ok\n", "\(removed)")
-        XCTAssertEqual(try owner.run("\"$KC\" get \(service) token; echo \" $?\"").output, " 1\n")
+        // Removing would take write on the owner's keyring, which would also let the
+        // member link keys of its own into it: only the owner removes items.
+        let removed = try member.run("\"$KC\" rm --from \(owner.name) \(service) token; echo \"rm=$?\"")
+        XCTAssertEqual(removed.output, "rm=2\n", "\(removed)")
+        XCTAssertTrue(removed.standardError.contains("kc: only \(owner.name), who owns '\(service)', can remove items; ask them to do it"), removed.standardError)
+        XCTAssertEqual(try owner.run("\"$KC\" get \(service) token; echo \" $?\"").output, "rotated 0\n")
     }
 
     func testUnshareTakesEffectAtOnce() throws {
@@ -160,7 +163,7 @@ final class SharingTests: XCTestCase {
         let unshared = try owner.run("\"$KC\" unshare \(service) && \"$KC\" share \(service) && keyctl rdescribe \(serial)")
         XCTAssertEqual(unshared.status, 0, "\(unshared)")
         let ownerGID = try XCTUnwrap(try runCommand("/usr/bin/id", ["-g", owner.name]).output.split(separator: "\n").first)
-        XCTAssertEqual(unshared.output, "\(service): private\nuser;\(owner.uid);\(ownerGID);3f3f0000;token\n",
+        XCTAssertEqual(unshared.output, "\(service): private\nuser;\(owner.uid);\(ownerGID);003f0000;token\n",
                        "owner-only mask and the owner's own group back")
 
         let after = try member.run("""
@@ -194,7 +197,7 @@ final class SharingTests: XCTestCase {
         XCTAssertTrue(lines[0].contains("\"sharedWith\":null"), lines[0])
         XCTAssertEqual(lines[1].components(separatedBy: "\"sharedWith\":\"\(group)\"").count - 1, 3,
                        "the items added after sharing, at any level, joined the sharing: \(lines[1])")
-        XCTAssertTrue(lines[2].hasSuffix(";3f3f0000;kc:\(privateService)"), lines[2])
+        XCTAssertTrue(lines[2].hasSuffix(";003f0000;kc:\(privateService)"), lines[2])
         let privateSerial = lines[0].components(separatedBy: "\"serial\":").dropFirst().first?.prefix { $0.isNumber } ?? ""
 
         let asMember = try member.run("""
@@ -296,13 +299,12 @@ final class SharingTests: XCTestCase {
         defer {
             _ = try? second.run("r=$(keyctl search @u keyring kc:\(service)) && keyctl clear $r && keyctl unlink $r @u")
         }
-        // `set --group` would write to the first owner's share (refused: read-only), so
-        // the second owner makes its own service and then shares it.
+        // `set --group` writes to the second owner's own service (creating and sharing
+        // it), never into the first owner's share of the same name.
         let secondShares = try second.run("""
             printf 'from-second' | "$KC" set --group \(group) --access after-first-unlock \(service) token; echo "set-group=$?"
-            printf 'from-second' | "$KC" set --access after-first-unlock \(service) token && "$KC" share \(service) --group \(group)
             """)
-        XCTAssertEqual(secondShares.output, "set-group=2\n", "\(secondShares)")
+        XCTAssertEqual(secondShares.output, "set-group=0\n", "\(secondShares)")
 
         let result = try member.run("""
             "$KC" get --group \(group) \(service) token; echo "ambiguous=$?"

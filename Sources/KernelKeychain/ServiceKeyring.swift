@@ -169,7 +169,12 @@ internal struct ServiceKeyring: Hashable, Sendable {
         guard !mask.possessorRights.isEmpty || mask.groupRights.contains(.write) else { return }
         let sharing = Sharing(info)
         for item in try ring.linkedKeys() {
-            guard let itemInfo = try? item.describe() else { continue }
+            // A key the owner may not even describe is another uid's (keyctl's default
+            // mask gives its owner's possessors all and the owner's uid view only).
+            guard let itemInfo = try? item.describe() else {
+                try? item.unlink(from: ring)
+                continue
+            }
             if itemInfo.uid != geteuid() || itemInfo.type != "user" {
                 try? item.unlink(from: ring)
             } else {

@@ -56,13 +56,7 @@ extension KC {
             if shared, (try? Keychain(service: "shared").serviceExists()) == true {
                 standardError("kc: warning: your service 'shared' is hidden under --shared (shared/ lists other users' services); reach it with kc get shared KEY")
             }
-            let path = absolutePath(mountpoint)
-            recoverStaleMount(path)
-            var info = stat()
-            guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
-                standardError("kc: \(path) is not a directory; create it first: mkdir -p \(path)")
-                throw ExitStatus.failure
-            }
+            let path = try checkedMountPoint().path
             let arguments = try daemonArguments(path)
             if foreground {
                 // The daemon takes this process's place, so a supervisor's signals reach it.
@@ -72,6 +66,56 @@ extension KC {
                 throw ExitStatus.failure
             }
             try startInBackground(arguments)
+        }
+
+        /// The mount point, resolved once, if kc may mount there: a directory, not a
+        /// link, and no kc mount there already. Stacking a second daemon on a live kc
+        /// mount is refused rather than skipped (exit 0): the mount there may have other
+        /// options (--read-only, --service), so succeeding would claim what is not so.
+        /// A non-empty directory is mounted over, as libfuse 3 does, with a warning: the
+        /// files hidden may be ones a program wrote there while kc was not mounted.
+        private func checkedMountPoint() throws -> MountPoint {
+            let point = try resolvedMountPoint(mountpoint)
+            let path = point.path
+            switch point.lookUp() {
+            case .symbolicLink:
+                try refuse("\(path) is a symbolic link; name the mount point itself")
+            case .mountPoint(let entry) where entry.isKC:
+                try detachStaleOrRefuse(point, entry)
+            case .missing, .mountPoint, .notMountPoint:
+                break
+            }
+            switch point.probe(countingEntries: true) {
+            case .directory(let entries):
+                if entries > 0 {
+                    standardError("kc: warning: \(path) is not empty: its \(entries) entries stay hidden until kc umount \(path)")
+                }
+                return point
+            case .noAnswer:
+                try refuse("\(path) does not answer within \(MountPoint.answerTimeout) s; is another filesystem mounted there?")
+            case .notDirectory, .failed:
+                try refuse("\(path) is not a directory; create it first: mkdir -p \(path)")
+            }
+        }
+
+        /// A daemon killed with SIGKILL leaves its mount behind, answering "Transport
+        /// endpoint is not connected": detach it (if it is the caller's) so the new mount
+        /// can take its place. A kc mount that answers, or does not answer at all, stays.
+        private func detachStaleOrRefuse(_ point: MountPoint, _ entry: MountEntry) throws {
+            let path = point.path
+            let owner = entry.fuseOwner.map(Int.init) ?? -1
+            switch point.probe(countingEntries: false) {
+            case .noAnswer:
+                try refuse("\(path) \(unansweredMountDetail(path))")
+            case .failed(errno: ENOTCONN) where owner == Int(getuid()):
+                standardError("kc: \(path) was left mounted by a daemon that died; detaching it")
+                if let failure = point.unmount(lazy: true) { try refuse("cannot detach \(path): \(failure)") }
+            case _ where owner != Int(getuid()):
+                try refuse("\(path) is already a kc mount of uid \(owner); mount on another directory")
+            default:
+                let daemon = MountDaemonProcess.serving(path).map { " (kc-mountd pid \($0.pid))" } ?? ""
+                try refuse("\(path) is already a kc mount\(daemon); unmount it first: kc umount \(path)")
+            }
         }
 
         /// `kc-mountd`, installed next to `kc`.
@@ -92,13 +136,12 @@ extension KC {
         /// Starts the daemon and returns once it reports the mount ready (exit 0) or fails
         /// (exit 2, its message already printed).
         private func startInBackground(_ daemonArguments: [String]) throws -> Never {
-            var ends: [Int32] = [0, 0]
-            guard pipe(&ends) == 0 else {
+            guard let ends = closeOnExecPipe() else {
                 standardError("kc: cannot create a pipe: \(String(cString: strerror(errno)))")
                 throw ExitStatus.failure
             }
-            let child = spawn(daemonPath, ["--ready-fd", "3"] + daemonArguments, closingInChild: [ends[0]], movingToThree: ends[1])
-            close(ends[1])
+            let child = spawn(daemonPath, ["--ready-fd", "3"] + daemonArguments, movingToThree: ends.write)
+            close(ends.write)
             guard child != nil else {
                 standardError("kc: cannot start \(daemonPath); reinstall kc (./Tools/setup.sh)")
                 throw ExitStatus.failure
@@ -106,12 +149,12 @@ extension KC {
             var message = [UInt8](repeating: 0, count: 16)
             var received = 0
             while received < message.count {
-                let count = read(ends[0], &message[received], message.count - received)
+                let count = read(ends.read, &message[received], message.count - received)
                 if count < 0 && errno == EINTR { continue }
                 if count <= 0 { break }
                 received += count
             }
-            close(ends[0])
+            close(ends.read)
             if message.starts(with: Array("ready".utf8)) { Glibc.exit(0) }
             throw ExitStatus.failure
         }
@@ -126,18 +169,44 @@ extension KC {
         @Argument(help: "Where kc is mounted.", completion: .directory)
         var mountpoint: String
 
+        /// Unmounts only a kc mount (`fuse.kc` in mountinfo) of the caller's own uid,
+        /// root included: `fusermount3 -u` run by root unmounts anything, a tmpfs too.
+        /// Root can still force another user's mount with `fusermount3 -u`.
         func run() throws {
-            let path = absolutePath(mountpoint)
-            guard let status = runToCompletion("fusermount3", ["-u", path]) else {
-                standardError("kc: cannot run fusermount3; install the fuse3 package")
-                throw ExitStatus.failure
-            }
-            if status != 0 {
-                standardError("kc: cannot unmount \(path) (fusermount3 said why above); is kc mounted there?")
-                throw ExitStatus.failure
+            let point = try resolvedMountPoint(mountpoint)
+            let path = point.path
+            switch point.lookUp() {
+            case .symbolicLink:
+                try refuse("\(path) is a symbolic link; name the mount point itself")
+            case .missing(let code):
+                try refuse("cannot unmount \(path): \(String(cString: strerror(code)))")
+            case .notMountPoint:
+                try refuse("\(path) is not a mount point")
+            case .mountPoint(let entry) where !entry.isKC:
+                try refuse("\(path) is a \(entry.filesystemType) mount, not a kc mount; kc umount unmounts only kc mounts")
+            case .mountPoint(let entry) where entry.fuseOwner != getuid():
+                try refuse("\(path) is a kc mount of uid \(entry.fuseOwner.map(String.init) ?? "?"), not yours; "
+                    + "kc umount unmounts only your own (root can force it: fusermount3 -u \(path))")
+            case .mountPoint:
+                if let failure = point.unmount(lazy: false) { try refuse("cannot unmount \(path): \(failure)") }
             }
         }
     }
+}
+
+/// Resolves a mount point named on the command line, or reports why not (exit 2).
+func resolvedMountPoint(_ named: String) throws -> MountPoint {
+    do {
+        return try MountPoint(resolving: named)
+    } catch {
+        try refuse(error.description)
+    }
+}
+
+/// Prints one `kc: ` line and fails with exit 2.
+func refuse(_ reason: String) throws -> Never {
+    standardError("kc: " + reason)
+    throw ExitStatus.failure
 }
 
 /// `path` made absolute against the working directory, without resolving links
@@ -147,13 +216,4 @@ func absolutePath(_ path: String) -> String {
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
     guard getcwd(&buffer, buffer.count) != nil else { return path }
     return String(cString: buffer) + "/" + path
-}
-
-/// A daemon killed with SIGKILL leaves its mount behind, answering "Transport endpoint
-/// is not connected". Detach it so the new mount can take its place.
-func recoverStaleMount(_ path: String) {
-    var info = stat()
-    guard stat(path, &info) != 0, errno == ENOTCONN else { return }
-    standardError("kc: \(path) was left mounted by a daemon that died; detaching it")
-    _ = runToCompletion("fusermount3", ["-u", "-z", path])
 }

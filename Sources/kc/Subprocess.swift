@@ -17,6 +17,20 @@ func spawn(_ program: String, _ arguments: [String], closingInChild: [Int32] = [
     return status == 0 ? pid : nil
 }
 
+/// A pipe whose both ends close on exec (`pipe2` is hidden behind _GNU_SOURCE): a
+/// child gets an end only as a descriptor `spawn` moves into place.
+func closeOnExecPipe() -> (read: Int32, write: Int32)? {
+    var ends: [Int32] = [0, 0]
+    guard pipe(&ends) == 0 else { return nil }
+    for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+    return (ends[0], ends[1])
+}
+
+/// `O_PATH` from <fcntl.h>, hidden behind _GNU_SOURCE: a descriptor that names a file
+/// without opening it (no FUSE request, no read permission needed). The value is the
+/// same on every architecture kc builds for (x86_64, aarch64).
+let O_PATH: Int32 = 0o10000000
+
 /// Runs a program to completion; its exit status, or nil if it could not start or was killed.
 func runToCompletion(_ program: String, _ arguments: [String]) -> Int32? {
     guard let pid = spawn(program, arguments) else { return nil }

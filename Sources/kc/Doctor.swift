@@ -21,7 +21,7 @@ extension KC {
         var json = false
 
         func run() throws {
-            let checks = KeyringDiagnostics.run() + [fuseDevice(), fusermount(), mountDaemon()]
+            let checks = KeyringDiagnostics.run() + [fuseDevice(), fusermount(), mountDaemon()] + liveMounts()
             if json {
                 try printJSON(CheckList(checks: checks.map(CheckEntry.init)))
             } else {
@@ -42,6 +42,30 @@ extension KC {
             let reason = String(cString: strerror(errno))
             return DiagnosticCheck(name: "/dev/fuse", status: .warn, detail:
                 "\(reason): 'kc mount' cannot work here (load the fuse module, or pass --device /dev/fuse to a container)")
+        }
+
+        /// One line for each kc mount of the caller's: whether it answers a stat within
+        /// ``MountPoint/answerTimeout`` (asked on a thread of its own, so a stopped
+        /// daemon cannot hang kc doctor), and if not, how to recover. None without mounts.
+        private func liveMounts() -> [DiagnosticCheck] {
+            MountTable.entries().filter { $0.isKC && $0.fuseOwner == getuid() }.map { entry in
+                let name = "mount \(entry.mountPoint)"
+                guard let point = try? MountPoint(resolving: entry.mountPoint) else {
+                    return DiagnosticCheck(name: name, status: .warn, detail: "cannot open its parent directory")
+                }
+                switch point.probe(countingEntries: false) {
+                case .noAnswer:
+                    return DiagnosticCheck(name: name, status: .fail, detail: unansweredMountDetail(point.path))
+                case .failed(errno: ENOTCONN):
+                    return DiagnosticCheck(name: name, status: .warn, detail:
+                        "left behind by a daemon that died; kc mount \(point.path) detaches it (or fusermount3 -u -z \(point.path))")
+                case .failed(let code):
+                    return DiagnosticCheck(name: name, status: .warn, detail: String(cString: strerror(code)))
+                case .directory, .notDirectory:
+                    let daemon = MountDaemonProcess.serving(point.path).map { " (kc-mountd pid \($0.pid))" } ?? ""
+                    return DiagnosticCheck(name: name, status: .ok, detail: "answers" + daemon)
+                }
+            }
         }
 
         private func mountDaemon() -> DiagnosticCheck {

@@ -75,7 +75,9 @@ extension KC {
         /// A non-empty directory is mounted over, as libfuse 3 does, with a warning: the
         /// files hidden may be ones a program wrote there while kc was not mounted.
         private func checkedMountPoint() throws -> MountPoint {
-            let point = try resolvedMountPoint(mountpoint)
+            let point = try resolvedMountPoint(mountpoint) { named in
+                "\(named) is not a directory; create it first: mkdir -p \(named)"
+            }
             let path = point.path
             switch point.lookUp() {
             case .symbolicLink:
@@ -194,11 +196,13 @@ extension KC {
     }
 }
 
-/// Resolves a mount point named on the command line, or reports why not (exit 2).
-func resolvedMountPoint(_ named: String) throws -> MountPoint {
+/// Resolves a mount point named on the command line, or reports why not (exit 2),
+/// with `missing` saying what to do when a directory in its path does not exist.
+func resolvedMountPoint(_ named: String, missing: ((String) -> String)? = nil) throws -> MountPoint {
     do {
         return try MountPoint(resolving: named)
     } catch {
+        if let missing, error.code == ENOENT || error.code == ENOTDIR { try refuse(missing(error.named)) }
         try refuse(error.description)
     }
 }

@@ -19,10 +19,10 @@ struct MountDaemonProcess {
         while let entry = readdir(processes) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
             guard let pid = pid_t(name),
-                  readProcFile("/proc/\(pid)/comm") == Array("kc-mountd\n".utf8),
-                  let command = readProcFile("/proc/\(pid)/cmdline"),
+                  readProcBytes("/proc/\(pid)/comm") == Array("kc-mountd\n".utf8),
+                  let command = readProcBytes("/proc/\(pid)/cmdline"),
                   command.split(separator: 0).last?.elementsEqual(mountPoint.utf8) == true,
-                  let status = readProcFile("/proc/\(pid)/status") else { continue }
+                  let status = readProcBytes("/proc/\(pid)/status") else { continue }
             let state = String(decoding: status, as: UTF8.self).split(separator: "\n")
                 .first { $0.hasPrefix("State:") }?.dropFirst("State:".count).drop { $0 == " " || $0 == "\t" }.first
             if state == "Z" { continue }

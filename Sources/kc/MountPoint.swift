@@ -20,6 +20,7 @@ final class MountPoint {
     private let name: String
 
     struct ResolutionError: Error, CustomStringConvertible {
+        /// The path named, made absolute.
         var named: String
         var code: Int32
         var description: String { "cannot resolve \(named): \(String(cString: strerror(code)))" }
@@ -31,19 +32,21 @@ final class MountPoint {
         var lastSlash = absolute.lastIndex(of: "/") ?? absolute.startIndex
         if [".", "..", ""].contains(absolute[absolute.index(after: lastSlash)...]) {
             // `kc mount .` names the directory itself: resolve it whole.
-            guard let real = realpath(absolute, nil) else { throw ResolutionError(named: named, code: errno) }
+            guard let real = realpath(absolute, nil) else { throw ResolutionError(named: absolute, code: errno) }
             absolute = String(cString: real)
             free(real)
             lastSlash = absolute.lastIndex(of: "/") ?? absolute.startIndex
         }
         name = String(absolute[absolute.index(after: lastSlash)...])
         let parentPath = lastSlash == absolute.startIndex ? "/" : String(absolute[..<lastSlash])
+        // "/" has no parent to mount or unmount it from.
+        guard !name.isEmpty else { throw ResolutionError(named: absolute, code: EINVAL) }
         parent = open(parentPath, O_PATH | O_DIRECTORY | O_CLOEXEC)
-        guard parent >= 0, !name.isEmpty else { throw ResolutionError(named: named, code: name.isEmpty ? EINVAL : errno) }
+        guard parent >= 0 else { throw ResolutionError(named: absolute, code: errno) }
         // The path of what was opened, as the kernel names it: what mountinfo shows.
         guard let resolvedParent = Self.pathOfDescriptor(parent) else {
             close(parent)
-            throw ResolutionError(named: named, code: errno)
+            throw ResolutionError(named: absolute, code: errno)
         }
         path = (resolvedParent == "/" ? "" : resolvedParent) + "/" + name
     }
@@ -69,7 +72,7 @@ final class MountPoint {
         let target = openat(parent, name, O_PATH | O_NOFOLLOW | O_CLOEXEC)
         guard target >= 0 else { return .missing(errno: errno) }
         defer { close(target) }
-        let mountID = readProcFile("/proc/self/fdinfo/\(target)").flatMap { info in
+        let mountID = readProcBytes("/proc/self/fdinfo/\(target)").flatMap { info in
             String(decoding: info, as: UTF8.self).split(separator: "\n")
                 .first { $0.hasPrefix("mnt_id:") }
                 .flatMap { Int($0.dropFirst("mnt_id:".count).drop { $0 == " " || $0 == "\t" }) }

@@ -28,7 +28,7 @@ enum MountTable {
     /// The mounts of this process's mount namespace, in the kernel's order (a mount
     /// stacked on another comes after it).
     static func entries() -> [MountEntry] {
-        guard let table = readProcFile("/proc/self/mountinfo") else { return [] }
+        guard let table = readProcBytes("/proc/self/mountinfo") else { return [] }
         return table.split(separator: UInt8(ascii: "\n")).compactMap(entry)
     }
 
@@ -66,7 +66,8 @@ enum MountTable {
 }
 
 /// The whole of a small file under /proc (read until end of file: its size shows as 0).
-func readProcFile(_ path: String) -> [UInt8]? {
+/// KernelKeychain has the same reader, internal to it; this one is kc's until that is public.
+func readProcBytes(_ path: String) -> [UInt8]? {
     let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
     guard fd >= 0 else { return nil }
     defer { close(fd) }

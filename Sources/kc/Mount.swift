@@ -90,7 +90,7 @@ extension KC {
             switch point.probe(countingEntries: true) {
             case .directory(let entries):
                 if entries > 0 {
-                    standardError("kc: warning: \(path) is not empty: its \(entries) entries stay hidden until kc umount \(path)")
+                    standardError("kc: warning: \(path) is not empty: its \(entries) \(entries == 1 ? "entry stays" : "entries stay") hidden until kc umount \(path)")
                 }
                 return point
             case .noAnswer:

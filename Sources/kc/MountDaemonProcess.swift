@@ -4,9 +4,9 @@ import Glibc
 import Musl
 #endif
 
-/// The `kc-mountd` serving a mount, found in /proc by its last argument (`kc mount`
-/// passes the resolved mount point, as mountinfo shows it). Read only to tell the
-/// user how to recover a mount that does not answer.
+/// The caller's `kc-mountd` serving a mount, found in /proc by its last argument (`kc
+/// mount` passes the resolved mount point, as mountinfo shows it). Read only to tell
+/// the user how to recover a mount that does not answer; kc never signals it.
 struct MountDaemonProcess {
     var pid: pid_t
     /// `T (stopped)` or `t (tracing stop)` in /proc/PID/status: it answers nothing until
@@ -23,9 +23,13 @@ struct MountDaemonProcess {
                   let command = readProcBytes("/proc/\(pid)/cmdline"),
                   command.split(separator: 0).last?.elementsEqual(mountPoint.utf8) == true,
                   let status = readProcBytes("/proc/\(pid)/status") else { continue }
-            let state = String(decoding: status, as: UTF8.self).split(separator: "\n")
-                .first { $0.hasPrefix("State:") }?.dropFirst("State:".count).drop { $0 == " " || $0 == "\t" }.first
-            if state == "Z" { continue }
+            let lines = String(decoding: status, as: UTF8.self).split(separator: "\n")
+            func field(_ name: String) -> Substring? {
+                lines.first { $0.hasPrefix(name + ":") }?.dropFirst(name.count + 1).drop { $0 == " " || $0 == "\t" }
+            }
+            let state = field("State")?.first
+            // Another uid's process with the same name and argument is not our daemon.
+            guard state != "Z", field("Uid")?.split(separator: "\t").first == Substring(String(getuid())) else { continue }
             return MountDaemonProcess(pid: pid, isStopped: state == "T" || state == "t")
         }
         return nil

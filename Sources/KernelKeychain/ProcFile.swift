@@ -10,9 +10,10 @@ internal func readProcFile(_ path: String) -> String? {
 }
 
 /// Reads a small file whole. Files under /proc report a size of 0, so this reads
-/// until end of file.
-internal func readProcBytes(_ path: String) -> [UInt8]? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
+/// until end of file. A link is not followed. (`package`: kc's mount code reads
+/// /proc with it too.)
+package func readProcBytes(_ path: String) -> [UInt8]? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
     var bytes: [UInt8] = []

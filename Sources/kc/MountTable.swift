@@ -65,19 +65,3 @@ enum MountTable {
     }
 }
 
-/// The whole of a small file under /proc (read until end of file: its size shows as 0).
-/// KernelKeychain has the same reader, internal to it; this one is kc's until that is public.
-func readProcBytes(_ path: String) -> [UInt8]? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var contents: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if count < 0 && errno == EINTR { continue }
-        if count < 0 { return nil }
-        if count == 0 { return contents }
-        contents += chunk[..<count]
-    }
-}

@@ -78,7 +78,6 @@ extension KC {
             }
             var directory: CredentialsDirectory? = nil
             if files {
-                CredentialsDirectory.removeStale()
                 let created = try CredentialsDirectory.create(with: secrets)
                 directory = created
                 environment.set("CREDENTIALS_DIRECTORY", to: created.path.utf8)

@@ -1,0 +1,207 @@
+import Foundation
+import KCTestSupport
+import KernelKeychain
+import XCTest
+
+/// `kc exec` under attack: links planted where it sweeps its directories, items named
+/// after variables that run code, and a look into its memory while the command runs.
+final class ExecAttackTests: KeyringTestCase {
+
+    // MARK: --files never follows a link
+
+    func testFilesNeverFollowALinkAnotherUserPlantedAsAStaleDirectory() throws {
+        try requireRootAndSharedMemory()
+        try withProtectedSymlinks(off: true) {
+            let victim = try makeVictimDirectory()
+            defer { try? FileManager.default.removeItem(atPath: victim) }
+            let link = "/dev/shm/kc-exec.\(deadPID()).2"
+            let planted = try LocalUser.carol.run("ln -s \(victim) \(link)", freshSession: false)
+            XCTAssertEqual(planted.status, 0, "\(planted)")
+            defer { unlink(link) }
+
+            let result = try kcWithoutRuntimeDirectory("exec", "--service", serviceWithToken(), "--files", "--", "/bin/true")
+
+            XCTAssertEqual(result.status, 0, "\(result)")
+            XCTAssertEqual(result.standardError, "")
+            assertVictimIntact(victim)
+            XCTAssertEqual(fileType(link), S_IFLNK, "carol's link is not kc's to remove")
+        }
+    }
+
+    func testFilesSweepOnlyDirectoriesWithTheModeKcGivesThem() throws {
+        try requireRootAndSharedMemory()
+        let foreign = "/dev/shm/kc-exec.\(deadPID()).3"
+        XCTAssertEqual(mkdir(foreign, 0o755), 0)
+        defer { _ = try? FileManager.default.removeItem(atPath: foreign) }
+        chmod(foreign, 0o755)
+        try Data("keep\n".utf8).write(to: URL(fileURLWithPath: foreign + "/notes"))
+
+        let result = try kcWithoutRuntimeDirectory("exec", "--service", serviceWithToken(), "--files", "--", "/bin/true")
+
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertEqual(try String(contentsOfFile: foreign + "/notes", encoding: .utf8), "keep\n",
+                       "a directory of mode 0755 is not one kc made")
+    }
+
+    func testFilesNeverZeroAFileLinkedIntoAStaleDirectoryFromElsewhere() throws {
+        try requireRootAndSharedMemory()
+        let victim = "/dev/shm/kc-victim-\(getpid())"
+        try Data("precious\n".utf8).write(to: URL(fileURLWithPath: victim))
+        defer { unlink(victim) }
+        let stale = "/dev/shm/kc-exec.\(deadPID()).4"
+        XCTAssertEqual(mkdir(stale, 0o700), 0)
+        defer { _ = try? FileManager.default.removeItem(atPath: stale) }
+        XCTAssertEqual(link(victim, stale + "/token"), 0)
+        chmod(stale, 0o500)
+
+        let result = try kcWithoutRuntimeDirectory("exec", "--service", serviceWithToken(), "--files", "--", "/bin/true")
+
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertEqual(try String(contentsOfFile: victim, encoding: .utf8), "precious\n",
+                       "a file with another name elsewhere is not one kc wrote")
+    }
+
+    // MARK: Helpers
+
+    private func requireRootAndSharedMemory() throws {
+        try XCTSkipUnless(LocalUser.available, "needs root and the throwaway users")
+        var info = stat()
+        try XCTSkipUnless(stat("/dev/shm", &info) == 0 && info.st_mode & S_ISVTX != 0, "needs a sticky /dev/shm")
+    }
+
+    private func serviceWithToken() throws -> String {
+        let service = uniqueService()
+        try Keychain(service: service).set("t", forKey: "token")
+        return service
+    }
+
+    /// kc run the way setpriv, cron and su run it: no $XDG_RUNTIME_DIR, so /dev/shm.
+    private func kcWithoutRuntimeDirectory(_ arguments: String...) throws -> CommandResult {
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_RUNTIME_DIR"] = nil
+        return try runCommand(builtKC, arguments, environment: environment)
+    }
+
+    /// Runs `body` with fs.protected_symlinks set as the kernel's default leaves it, and
+    /// puts the setting back.
+    private func withProtectedSymlinks(off: Bool, _ body: () throws -> Void) throws {
+        let setting = "/proc/sys/fs/protected_symlinks"
+        let saved = try String(contentsOfFile: setting, encoding: .utf8)
+        try Data((off ? "0\n" : "1\n").utf8).write(to: URL(fileURLWithPath: setting))
+        defer { try? Data(saved.utf8).write(to: URL(fileURLWithPath: setting)) }
+        try body()
+    }
+
+    private func makeVictimDirectory() throws -> String {
+        let victim = "/tmp/kc-victim-\(getpid())"
+        try? FileManager.default.removeItem(atPath: victim)
+        XCTAssertEqual(mkdir(victim, 0o755), 0)
+        chmod(victim, 0o755)
+        try Data("precious\n".utf8).write(to: URL(fileURLWithPath: victim + "/a"))
+        return victim
+    }
+
+    private func assertVictimIntact(_ victim: String, file: StaticString = #filePath, line: UInt = #line) {
+        var info = stat()
+        XCTAssertEqual(stat(victim, &info), 0, file: file, line: line)
+        XCTAssertEqual(info.st_mode & 0o7777, 0o755, "the victim's mode", file: file, line: line)
+        XCTAssertEqual(try? String(contentsOfFile: victim + "/a", encoding: .utf8), "precious\n", file: file, line: line)
+    }
+
+    private func fileType(_ path: String) -> mode_t {
+        var info = stat()
+        return lstat(path, &info) == 0 ? info.st_mode & S_IFMT : 0
+    }
+
+    /// A pid no process has, for a directory name whose owner is gone.
+    private func deadPID() -> pid_t {
+        var pid: pid_t = 999_998
+        while kill(pid, 0) == 0 || errno != ESRCH { pid -= 1 }
+        return pid
+    }
+
+    private func coreLimit(of pid: pid_t) -> String? {
+        guard let limits = try? String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8) else { return nil }
+        let line = limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }
+        return line?.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).first.map(String.init)
+    }
+
+    /// `kc exec --env --files -- sleep 5` started by `user`, once its command sleeps.
+    private func startSleepingExec(as user: LocalUser, storing value: String) throws -> SleepingExec {
+        let pidFile = "/tmp/kc-sec-exec-pid-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        let service = "kc-sec-exec.\(getpid()).memory"
+        let script = """
+            KC=\(UnprivilegedUser.kcCopy); export KC; cd /tmp
+            "$KC" set \(service) token || exit 90
+            "$KC" exec --service \(service) --env --files -- sleep 5 < /dev/null &
+            echo $! > \(pidFile).tmp && mv \(pidFile).tmp \(pidFile)
+            wait $!
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+        process.arguments = ["-u", user.rawValue, "--", "keyctl", "session", "-", "/bin/sh", "-c", script]
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        try input.fileHandleForWriting.write(contentsOf: Data(value.utf8))
+        try input.fileHandleForWriting.close()
+        defer { unlink(pidFile) }
+        for _ in 0..<500 where !FileManager.default.fileExists(atPath: pidFile) { usleep(10_000) }
+        let kcPID = try pid_t(String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        // Wait until kc's child has become `sleep`: kc is then waiting for it.
+        for _ in 0..<500 {
+            let children = (try? String(contentsOfFile: "/proc/\(kcPID)/task/\(kcPID)/children", encoding: .utf8)) ?? ""
+            if let child = children.split(separator: " ").first,
+               (try? String(contentsOfFile: "/proc/\(child)/comm", encoding: .utf8)) == "sleep\n" { break }
+            usleep(10_000)
+        }
+        return SleepingExec(process: process, kc: kcPID)
+    }
+}
+
+/// A `kc exec` whose command is asleep.
+private final class SleepingExec {
+    let process: Process
+    let kc: pid_t
+    private var status: Int32?
+
+    init(process: Process, kc: pid_t) {
+        self.process = process
+        self.kc = kc
+    }
+
+    /// Waits for it to end; its status.
+    @discardableResult
+    func finish() -> Int32 {
+        if let status { return status }
+        process.waitUntilExit()
+        status = process.terminationStatus
+        return process.terminationStatus
+    }
+}
+
+/// How often `needle` occurs in the writable mappings of process `pid` (its heap, its
+/// stacks, its data), read through /proc/PID/mem as root.
+private func countOccurrences(of needle: [UInt8], inWritableMemoryOf pid: pid_t) throws -> Int {
+    let maps = try String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
+    let memory = open("/proc/\(pid)/mem", O_RDONLY | O_CLOEXEC)
+    guard memory >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    defer { close(memory) }
+    var count = 0
+    for line in maps.split(separator: "\n") {
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        guard fields.count >= 2, fields[1].hasPrefix("rw") else { continue }
+        let bounds = fields[0].split(separator: "-").compactMap { UInt64($0, radix: 16) }
+        guard bounds.count == 2 else { continue }
+        var region = [UInt8](repeating: 0, count: Int(bounds[1] - bounds[0]))
+        let read = region.withUnsafeMutableBytes { pread(memory, $0.baseAddress, $0.count, off_t(Int64(bitPattern: bounds[0]))) }
+        guard read > needle.count else { continue }  // [vvar] and the like cannot be read
+        var index = 0
+        while index + needle.count <= read {
+            if region[index] == needle[0], region[index..<(index + needle.count)].elementsEqual(needle) { count += 1 }
+            index += 1
+        }
+    }
+    return count
+}

@@ -28,6 +28,13 @@ extension KC {
               kc exec --from alice --service com.example.deploy --env -- ./deploy.sh
 
             With --group or --from, the services are ones other users share with you.
+
+            --env refuses an item that would become a variable that makes programs load,
+            run or trust other code or files (an item 'ld.preload' would preload a
+            library into the command). For your own services, --allow-env NAME passes
+            one such variable (repeatable); never for a service another user shares.
+            The refused names ('*' ends a prefix):
+            \(DangerousVariables.patterns.joined(separator: " "))
             """
         )
 
@@ -42,6 +49,11 @@ extension KC {
         @Flag(help: "Pass the items as files in $CREDENTIALS_DIRECTORY.")
         var files = false
 
+        @Option(name: .customLong("allow-env"), help: ArgumentHelp(
+            "Let an item of your own service set this variable although it can make programs run other code (repeatable; see below).",
+            valueName: "name"))
+        var allowedVariables: [String] = []
+
         @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
         var command: [String] = []
 
@@ -49,6 +61,12 @@ extension KC {
             guard !services.isEmpty else { throw ValidationError("name at least one --service") }
             for service in try RawArguments.exactNames(services) { try validateArgument(service, as: .service) }
             guard env || files else { throw ValidationError("choose --env, --files or both") }
+            if let allowed = allowedVariables.first {
+                guard env else { throw ValidationError("--allow-env applies to --env") }
+                guard shared.group == nil && shared.owner == nil else {
+                    throw ValidationError("--allow-env is only for your own services: a service another user shares with you may not set $\(allowed); drop --allow-env, or use --files")
+                }
+            }
             if command.first == "--" { return }
             guard !command.isEmpty else { throw ValidationError("give the command to run after --") }
         }
@@ -68,12 +86,14 @@ extension KC {
             var environment = ChildEnvironment.inherited()
             defer { environment.overwriteWithZeros() }
             if env {
-                for (name, item) in try environmentNames(for: secrets) {
-                    guard !item.value.contains(0) else {
-                        standardError("kc: item '\(item.name)' of '\(item.service)' contains a NUL byte and cannot be an environment variable; use --files")
+                // By index: a copy of an item would share its value's buffer, and zeroing
+                // a shared array copies it first, leaving the value in the original.
+                for (name, index) in try environmentNames(for: secrets) {
+                    guard !secrets[index].value.contains(0) else {
+                        standardError("kc: item '\(secrets[index].name)' of '\(secrets[index].service)' contains a NUL byte and cannot be an environment variable; use --files")
                         throw ExitStatus.failure
                     }
-                    environment.set(name, to: item.value)
+                    environment.set(name, to: secrets[index].value)
                 }
             }
             var directory: CredentialsDirectory? = nil
@@ -123,17 +143,26 @@ extension KC {
             return items
         }
 
-        private func environmentNames(for items: [PassedItem]) throws -> [(String, PassedItem)] {
-            var byName: [String: PassedItem] = [:]
-            var ordered: [(String, PassedItem)] = []
-            for item in items {
+        /// Each item's variable name, with the item's index; refuses two items of one
+        /// name, and a dangerous name the caller did not allow.
+        private func environmentNames(for items: [PassedItem]) throws -> [(String, Int)] {
+            var byName: [String: Int] = [:]
+            var ordered: [(String, Int)] = []
+            for (index, item) in items.enumerated() {
                 let name = environmentName(for: item.name)
-                if let earlier = byName[name] {
+                if let earlier = byName[name].map({ items[$0] }) {
                     standardError("kc: items '\(earlier.service)/\(earlier.name)' and '\(item.service)/\(item.name)' both become $\(name); rename one, or use --files")
                     throw ExitStatus.failure
                 }
-                byName[name] = item
-                ordered.append((name, item))
+                if DangerousVariables.contains(name) && !allowedVariables.contains(name) {
+                    let remedy = shared.group == nil && shared.owner == nil
+                        ? "rename the item, use --files, or pass --allow-env \(name) if you mean it"
+                        : "ask its owner to rename the item, or use --files"
+                    standardError("kc: item '\(item.name)' of '\(item.service)' would become $\(name), which changes what programs load, run or trust; \(remedy)")
+                    throw ExitStatus.failure
+                }
+                byName[name] = index
+                ordered.append((name, index))
             }
             return ordered
         }

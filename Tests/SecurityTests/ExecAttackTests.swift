@@ -61,6 +61,74 @@ final class ExecAttackTests: KeyringTestCase {
                        "a file with another name elsewhere is not one kc wrote")
     }
 
+    // MARK: --env never hands an item a variable that runs code
+
+    func testEnvRefusesItemsThatWouldBecomeLoaderShellOrLookupVariables() throws {
+        let marker = NSTemporaryDirectory() + "kc-exec-ran-\(getpid())"
+        defer { unlink(marker) }
+        for (item, variable) in [("ld.preload", "LD_PRELOAD"), ("bash_env", "BASH_ENV"), ("path", "PATH"),
+                                 ("home", "HOME"), ("pythonpath", "PYTHONPATH"), ("node_options", "NODE_OPTIONS"),
+                                 ("glibc.tunables", "GLIBC_TUNABLES"), ("git_ssh_command", "GIT_SSH_COMMAND")] {
+            let service = uniqueService()
+            try Keychain(service: service).set("/tmp/evil", forKey: item)
+
+            let result = try kc("exec", "--service", service, "--env", "--", "/bin/sh", "-c", "touch \(marker)")
+
+            XCTAssertEqual(result.status, 2, "\(item): \(result)")
+            XCTAssertEqual(result.standardError, """
+                kc: item '\(item)' of '\(service)' would become $\(variable), which changes what programs load, run or trust; \
+                rename the item, use --files, or pass --allow-env \(variable) if you mean it
+
+                """)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "\(item): nothing runs")
+        }
+    }
+
+    func testAllowEnvPassesTheNamedVariableFromYourOwnServiceAndNoOther() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("/opt/tool/bin:/usr/bin:/bin", forKey: "path")
+
+        let allowed = try kc("exec", "--service", service, "--env", "--allow-env", "PATH", "--",
+                             "/bin/sh", "-c", "printf %s \"$PATH\"")
+        XCTAssertEqual(allowed.status, 0, "\(allowed)")
+        XCTAssertEqual(allowed.output, "/opt/tool/bin:/usr/bin:/bin")
+
+        try Keychain(service: service).set("/tmp/evil", forKey: "home")
+        let other = try kc("exec", "--service", service, "--env", "--allow-env", "PATH", "--", "/bin/true")
+        XCTAssertEqual(other.status, 2, "\(other)")
+        XCTAssertTrue(other.standardError.hasPrefix("kc: item 'home' of '\(service)' would become $HOME,"), other.standardError)
+    }
+
+    func testAllowEnvIsRefusedForAServiceAnotherUserShares() throws {
+        for option in [["--group", LocalUser.group], ["--from", LocalUser.alice.rawValue]] {
+            let result = try kc(["exec"] + option + ["--service", "com.example", "--env", "--allow-env", "PATH", "--", "/bin/true"])
+            XCTAssertEqual(result.status, 64, "\(option): \(result)")
+            XCTAssertEqual(result.standardError, """
+                kc: --allow-env is only for your own services: a service another user shares with you may not \
+                set $PATH; drop --allow-env, or use --files; see 'kc --help'
+
+                """)
+        }
+    }
+
+    func testAGroupMemberCannotPreloadALibraryIntoYourCommand() throws {
+        try XCTSkipUnless(LocalUser.available, "needs root to run as the throwaway users")
+        defer { LocalUser.alice.clearKeyrings(); LocalUser.bob.clearKeyrings() }
+        let service = "kc-sec-exec.\(getpid()).preload"
+        let stored = try LocalUser.alice.run(
+            "printf /tmp/evil.so | \"$KC\" set --group \(LocalUser.group) --access after-first-unlock \(service) ld.preload")
+        XCTAssertEqual(stored.status, 0, "\(stored)")
+
+        let victim = try LocalUser.bob.run(
+            "\"$KC\" exec --group \(LocalUser.group) --service \(service) --env -- /bin/sh -c 'echo ran'")
+
+        XCTAssertEqual(victim.status, 2, "\(victim)")
+        XCTAssertEqual(victim.output, "", "nothing runs")
+        // keyctl's own line about the fresh session comes first.
+        let kcLines = victim.standardError.split(separator: "\n").filter { !$0.hasPrefix("Joined session keyring") }
+        XCTAssertEqual(kcLines, ["kc: item 'ld.preload' of '\(service)' would become $LD_PRELOAD, which changes what programs load, run or trust; ask its owner to rename the item, or use --files"])
+    }
+
     // MARK: Helpers
 
     private func requireRootAndSharedMemory() throws {

@@ -102,6 +102,9 @@ extension KC {
                 directory = created
                 environment.set("CREDENTIALS_DIRECTORY", to: created.path.utf8)
             }
+            // The environment and the files hold what the command needs: kc keeps no
+            // copy while it waits (runSupervised zeroes the environment once spawned).
+            for index in secrets.indices { secrets[index].value.overwriteWithZeros() }
             let status = runSupervised(argv, environment: &environment)
             directory?.remove()
             switch status {

@@ -24,6 +24,8 @@ struct KC: ParsableCommand {
 
     /// Parse errors become one `kc: ` line and exit 64; help and --version print as usual.
     static func main() {
+        // Before anything reads a value, `kc get` included.
+        CoreDumps.disable()
         // `kc get SERVICE KEY` is the call programs make in a loop, and it should cost
         // what C's `keyctl pipe` costs. Parsing with ArgumentParser reflects over the
         // command types, and the Swift runtime's first conformance lookups scan every

@@ -43,7 +43,9 @@ func runSupervised(_ argv: [[UInt8]], environment: inout ChildEnvironment) -> Ch
     if arguments.dropLast().contains(nil) || variables.dropLast().contains(nil) {
         spawned = ENOMEM  // a copy could not be allocated: run nothing rather than less
     } else if let program = arguments.first ?? nil {
-        spawned = posix_spawnp(&pid, program, nil, &attributes, arguments, variables)
+        spawned = CoreDumps.withCallersLimit {
+            posix_spawnp(&pid, program, nil, &attributes, arguments, variables)
+        }
     } else {
         spawned = ENOENT
     }

@@ -129,6 +129,48 @@ final class ExecAttackTests: KeyringTestCase {
         XCTAssertEqual(kcLines, ["kc: item 'ld.preload' of '\(service)' would become $LD_PRELOAD, which changes what programs load, run or trust; ask its owner to rename the item, or use --files"])
     }
 
+    // MARK: kc holds no copy of a value while the command runs
+
+    func testKcHoldsNoCopyOfAValueWhileTheCommandRuns() throws {
+        try XCTSkipUnless(LocalUser.available, "needs root to read another process's memory")
+        defer { LocalUser.dave.clearKeyrings() }
+        let secret = "kc-sec-value-" + (0..<4).map { _ in String(UInt64.random(in: .min ... .max), radix: 16) }.joined()
+        let running = try startSleepingExec(as: .dave, storing: secret)
+        defer { running.finish() }
+
+        let copies = try countOccurrences(of: Array(secret.utf8), inWritableMemoryOf: running.kc)
+
+        XCTAssertEqual(copies, 0, "copies of the value in kc's memory while its command runs")
+        XCTAssertEqual(running.finish(), 0)
+    }
+
+    func testKcExecCannotBeDumpedOrTracedByItsOwnUser() throws {
+        try XCTSkipUnless(LocalUser.available, "needs root to see another user's process")
+        defer { LocalUser.dave.clearKeyrings() }
+        let running = try startSleepingExec(as: .dave, storing: "v")
+        defer { running.finish() }
+
+        var info = stat()
+        XCTAssertEqual(stat("/proc/\(running.kc)/mem", &info), 0)
+        XCTAssertEqual(info.st_uid, 0, "a process that is not dumpable has its /proc files owned by root")
+        XCTAssertEqual(coreLimit(of: running.kc), "0", "and its core-file limit is 0")
+        let traced = try LocalUser.dave.run("cat /proc/\(running.kc)/environ >/dev/null 2>&1; echo $?", freshSession: false)
+        XCTAssertEqual(traced.output, "1\n", "dave cannot read his own kc's environment")
+    }
+
+    func testTheCommandKeepsTheCoreLimitItsCallerSet() throws {
+        let service = try serviceWithToken()
+        let result = try runShell("""
+            ulimit -S -c 2048
+            grep 'core file' /proc/self/limits
+            '\(builtKC)' exec --service \(service) --env -- grep 'core file' /proc/self/limits
+            """)
+        XCTAssertEqual(result.status, 0, "\(result)")
+        let lines = result.output.split(separator: "\n")
+        XCTAssertEqual(lines.count, 2, result.output)
+        XCTAssertEqual(lines.first, lines.last, "kc's own limit of 0 is not passed on")
+    }
+
     // MARK: Helpers
 
     private func requireRootAndSharedMemory() throws {

@@ -90,4 +90,8 @@ internal func system_keyctl_join_session_keyring(_ name: UnsafePointer<CChar>?) 
     keyctl_join_session_keyring(name)
 }
 
+internal func system_disable_dumping() -> Int32 {
+    CKeyutils_disable_dumping()
+}
+
 internal let system_KEYCTL_MOVE_EXCL: UInt32 = UInt32(KEYCTL_MOVE_EXCL)

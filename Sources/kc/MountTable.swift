@@ -1,3 +1,4 @@
+import KernelKeychain
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

@@ -58,6 +58,8 @@ extension KC {
         var command: [String] = []
 
         func validate() throws {
+            // The passthrough argument takes a `--help` that comes before `--` too.
+            if command.first == "--help" || command.first == "-h" { throw CleanExit.helpRequest(self) }
             guard !services.isEmpty else { throw ValidationError("name at least one --service") }
             for service in try RawArguments.exactNames(services) { try validateArgument(service, as: .service) }
             guard env || files else { throw ValidationError("choose --env, --files or both") }

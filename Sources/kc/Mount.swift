@@ -165,7 +165,7 @@ extension KC {
     struct Umount: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Unmount a kc mount (the daemon then exits).",
-            discussion: "The same as 'fusermount3 -u MOUNTPOINT'. Nothing is lost: items live in the kernel."
+            discussion: "Unmounts only your own kc mount: never another filesystem or another user's mount (root can force one with 'fusermount3 -u MOUNTPOINT'). Nothing is lost: items live in the kernel."
         )
 
         @Argument(help: "Where kc is mounted.", completion: .directory)

@@ -5,6 +5,13 @@ import XCTest
 
 /// `kc exec`: items handed to a command as environment variables or files.
 final class ExecTests: KeyringTestCase {
+    func testExecHelpPrintsHelpRatherThanAnError() throws {
+        let help = try kc("exec", "--help")
+        XCTAssertEqual(help.status, 0, "\(help)")
+        XCTAssertTrue(help.output.hasPrefix("OVERVIEW: Run a command with a service's items"), help.output)
+        XCTAssertTrue(help.output.contains("--allow-env"), help.output)
+    }
+
     private func service(with items: [String: String]) throws -> String {
         let service = uniqueService()
         for (name, value) in items { try Keychain(service: service).set(value, forKey: name) }

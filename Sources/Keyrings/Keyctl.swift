@@ -111,8 +111,8 @@ extension KeySerial {
             }.get(call: "keyctl_describe"))
             if length <= capacity {
                 // The kernel counts the terminating NUL in `length`.
-                let bytes = UnsafeRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[..<Swift.max(length - 1, 0)])
-                guard let parsed = KeyDescription(parsing: bytes) else {
+                let bytes = UnsafeRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[..<Swift.max(length, 0)])
+                guard let parsed = KeyDescription(parsingCString: bytes) else {
                     throw KeyctlError(.invalidArgument, call: "keyctl_describe")
                 }
                 return parsed

@@ -95,12 +95,7 @@ extension Keychain {
     public func move(_ key: some KeyNameConvertible, to accessibility: Accessibility) throws(KeychainError) -> Bool {
         let key = key.keyName
         try validateName(key, as: .item)
-        let service: KeyName
-        switch try resolve(forWriting: true) {
-        case .anyService: throw .serviceRequired
-        case .shared(let shared): throw .ownerOnly(shared, action: "change an item's level")
-        case .own(let own): service = own
-        }
+        let service = try ownService(toDo: "change an item's level")
         let (home, rings) = try ServiceKeyring.rings(of: service, home: accessibility)
         let sharing = try self.accessibility(accessibility).sharingForWrite(rings: rings.map(\.serial))
         for _ in 0..<8 {
@@ -199,12 +194,7 @@ extension Keychain {
     public func renameService(to newService: some KeyNameConvertible) throws(KeychainError) {
         let newService = newService.keyName
         try validateName(newService, as: .service)
-        let service: KeyName
-        switch try resolve(forWriting: true) {
-        case .anyService: throw .serviceRequired
-        case .shared(let shared): throw .ownerOnly(shared, action: "rename the service")
-        case .own(let own): service = own
-        }
+        let service = try ownService(toDo: "rename the service")
         if service == newService { return }
         let target = try Keychain(service: newService)
         guard try target.allKeyNames().isEmpty else { throw .alreadyExists(service: newService.description, name: nil) }
@@ -249,5 +239,15 @@ extension Keychain {
     public func serviceExists() throws(KeychainError) -> Bool {
         guard let service = serviceName else { return true }
         return try !ServiceKeyring.rings(of: service, startingWith: accessibility, stopAtFirst: true).isEmpty
+    }
+
+    /// The caller's own service, for what only its owner may do (`action` completes
+    /// the refusal "only OWNER ... can").
+    private func ownService(toDo action: String) throws(KeychainError) -> KeyName {
+        switch try resolve(forWriting: true) {
+        case .anyService: throw .serviceRequired
+        case .shared(let shared): throw .ownerOnly(shared, action: action)
+        case .own(let own): return own
+        }
     }
 }

@@ -415,26 +415,17 @@ public struct Keychain: Sendable, Hashable {
             do {
                 return try ring.search(type: "user", description: key)
             } catch where error.errno == .permissionDenied {
-                return try Self.ownKey(named: key, in: ring)
+                do {
+                    return try ownLinkedKey(type: "user", description: key, in: ring, unlinkingOthers: true)
+                } catch {
+                    throw KeychainError(error)
+                }
             } catch {
                 throw KeychainError(error)
             }
         } catch {
             throw KeychainError(error)
         }
-    }
-
-    /// The caller's own `user` key named `key` linked directly in `ring`; keys of other
-    /// uids of that name are unlinked (the owner may, holding write on its keyring).
-    private static func ownKey(named key: KeyName, in ring: KeySerial) throws(KeychainError) -> KeySerial? {
-        let linked: [KeySerial]
-        do { linked = try unlessGone { () throws(KeyctlError) in try ring.linkedKeys() } ?? [] } catch { throw KeychainError(error) }
-        var own: KeySerial? = nil
-        for candidate in linked {
-            guard let info = try? candidate.describe(), info.type == "user", info.description == key else { continue }
-            if info.uid == geteuid() { own = candidate } else { try? candidate.unlink(from: ring) }
-        }
-        return own
     }
 
     private func locateInAnyService(_ key: KeyName) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {

@@ -143,22 +143,12 @@ internal struct ServiceKeyring: Hashable, Sendable {
         } catch where error.errno == .permissionDenied {
             // A keyring of that name the caller may not search (another uid's) came
             // first: the caller's own, if it has one, is linked directly in the anchor.
-            return try? ownDirectChild(described: description, of: anchorSerial)
+            return try? ownLinkedKey(type: "keyring", description: description, in: anchorSerial, unlinkingOthers: false)
         } catch {
             throw KeychainError(error)
         }
     }
 
-    /// A keyring the caller owns, described `description`, linked directly in `parent`.
-    static func ownDirectChild(described description: KeyName, of parent: KeySerial) throws(KeyctlError) -> KeySerial? {
-        for key in try parent.linkedKeys() {
-            guard let info = try? key.describe(), info.type == "keyring", info.uid == geteuid(),
-                  info.description == description
-            else { continue }
-            return key
-        }
-        return nil
-    }
 
     /// A service keyring whose mask grants possessors anything, or grants the group
     /// write (kc before 0.3 did both), gets kc's masks back, on itself and its items;
@@ -294,24 +284,34 @@ internal func findOrCreateKeyring(described description: KeyName, in parent: Key
 /// is. A keyring of another uid's in the caller's place is unlinked: the caller's
 /// anchor is the caller's (see ``Anchor/serialForWriting()``).
 private func directChild(description: KeyName, of parent: KeySerial) throws(KeyctlError) -> KeySerial? {
-    let found: KeySerial?
     do {
-        found = try parent.search(type: "keyring", description: description)
-    } catch where error.errno == .permissionDenied {
-        found = nil
-    }
-    let linked = try parent.linkedKeys()
-    if let found, linked.contains(found), let info = try? found.describe() {
-        if info.uid == geteuid() {
+        // Nil: no keyring of that name at all, searchable or not.
+        guard let found = try parent.search(type: "keyring", description: description) else { return nil }
+        if try parent.linkedKeys().contains(found), let info = try? found.describe(), info.uid == geteuid() {
             try ServiceKeyring.secureIfNeeded(found, info)
             return found
         }
+    } catch where error.errno == .permissionDenied {
+        // One of that name the caller may not search: another uid's.
     }
     // Another uid's keyring of that name, directly in the caller's anchor: remove it.
-    for key in linked {
-        guard let info = try? key.describe(), info.type == "keyring", info.description == description else { continue }
-        if info.uid == geteuid() { return key }
-        try? key.unlink(from: parent)
+    return try ownLinkedKey(type: "keyring", description: description, in: parent, unlinkingOthers: true)
+}
+
+/// The caller's own key of `type` and `description` linked directly in `parent`, read
+/// from the link list (for when a search cannot answer: a key of that name the caller
+/// may not search is in the way). With `unlinkingOthers`, keys of that type and name
+/// that other uids own are unlinked from `parent`, which must be the caller's.
+internal func ownLinkedKey(type: String, description: KeyName, in parent: KeySerial,
+                           unlinkingOthers: Bool) throws(KeyctlError) -> KeySerial? {
+    var own: KeySerial? = nil
+    for key in try unlessGone({ () throws(KeyctlError) in try parent.linkedKeys() }) ?? [] {
+        guard let info = try? key.describe(), info.type == type, info.description == description else { continue }
+        if info.uid == geteuid() {
+            own = own ?? key
+        } else if unlinkingOthers {
+            try? key.unlink(from: parent)
+        }
     }
-    return nil
+    return own
 }

@@ -31,7 +31,7 @@ public struct Sharing: Hashable, Sendable, CustomStringConvertible {
     internal init?(_ info: KeyDescription) {
         let rights = info.permissions.groupRights
         guard rights.isSuperset(of: [.view, .read, .search]) else { return nil }
-        let writable = rights.contains(info.type == "keyring" ? .link : .write) || rights.contains(.write)
+        let writable = rights.contains(.write) || (info.type == "keyring" && rights.contains(.link))
         self.init(group: AccessGroup(gid: info.gid), isGroupWritable: writable)
     }
 

@@ -2,16 +2,16 @@
 # Installs the Debian/Ubuntu packages kc needs (as root, or through sudo).
 #   install-deps.sh          to build and use kc: libkeyutils-dev and libfuse3-dev to
 #                            build, keyutils (keyctl), fuse3 (fusermount3) and attr
-#                            (getfattr/setfattr) to use it
+#                            (getfattr/setfattr) to use it, bash-completion (which
+#                            loads kc's completions) and acl (see /dev/fuse below)
 #   install-deps.sh --tests  also what the test suite and benchmark use: strace and
-#                            python3 (syscall and terminal tests), acl (to give the test
-#                            user /dev/fuse where it is not world-writable), podman, runc
+#                            python3 (syscall and terminal tests), podman, runc
 #                            and busybox-static (container tests), age (backup test),
 #                            hyperfine (benchmark)
 set -euo pipefail
-packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr)
+packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion)
 if [ "${1:-}" = "--tests" ]; then
-    packages+=(strace python3 acl podman runc busybox-static age hyperfine)
+    packages+=(strace python3 podman runc busybox-static age hyperfine)
 fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -23,4 +23,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "kc: installing ${missing[*]}" >&2
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Debian's udev rule makes /dev/fuse mode 0666. Some machines (VMs, containers) keep it
+# 0600 or 0660, and then no ordinary user can mount: grant the caller alone with an ACL.
+if [ "$(id -u)" -ne 0 ] && [ -e /dev/fuse ] && ! { [ -r /dev/fuse ] && [ -w /dev/fuse ]; }; then
+    echo "kc: /dev/fuse is not usable by $(id -un) here (Debian's default mode is 0666); granting it: sudo setfacl -m u:$(id -un):rw /dev/fuse" >&2
+    sudo setfacl -m "u:$(id -un):rw" /dev/fuse
 fi

@@ -39,8 +39,13 @@ fi
 
 # The demo runs in a throwaway session keyring so it leaves nothing behind: store a
 # secret, mount ~/kc, read it with cat, unmount.
+# ~/kc unless it is taken (already a mount, or a folder with files in it, such as a
+# clone of this repository named kc).
 mountpoint="$HOME/kc"
-if mountpoint -q "$mountpoint" 2>/dev/null; then mountpoint=$(mktemp -d /tmp/kc-demo.XXXXXX); fi
+if mountpoint -q "$mountpoint" 2>/dev/null || [ -n "$(ls -A "$mountpoint" 2>/dev/null)" ] || { [ -e "$mountpoint" ] && [ ! -d "$mountpoint" ]; }; then
+    mountpoint=$(mktemp -d /tmp/kc-demo.XXXXXX)
+    echo "kc: $HOME/kc is in use; the demo mounts at $mountpoint instead" >&2
+fi
 mkdir -p "$mountpoint"
 KC_DEMO_MOUNT="$mountpoint" keyctl session - bash -c '
 set -e

@@ -11,8 +11,11 @@ export PATH="/opt/swift/usr/bin:$PATH"
 bash "$root/Tools/install-deps.sh" --tests
 cd "$root"
 swift build --build-tests
+# A failing test must not end the script before the summary line (set -e, pipefail).
+set +e
 swift test --skip-build --disable-swift-testing 2>&1 | tee "$root/.build/test-output.txt"
 status=${PIPESTATUS[0]}
+set -e
 # XCTest and Swift Testing each print their own summary; give one plain line as well.
 passed=$(grep -cE "^Test Case '.*' passed" "$root/.build/test-output.txt" || true)
 failed=$(grep -cE "^Test Case '.*' failed" "$root/.build/test-output.txt" || true)

@@ -380,7 +380,10 @@ public struct Keychain: Sendable, Hashable {
         case .own(let service):
             // The common case, kept free of collections: on this path in a short-lived
             // process the runtime's first generic-type lookups cost more than the syscalls.
-            let home = try ServiceKeyring.find(service: service, marker: accessibility.marker, under: accessibility.anchor.serial())
+            var home: KeySerial? = nil
+            if let anchor = try accessibility.anchor.serialForReading() {
+                home = try ServiceKeyring.find(service: service, marker: accessibility.marker, under: anchor)
+            }
             if let home, let item = try search(ring: home, for: key) { return (home, item) }
             for ring in try ServiceKeyring.rings(of: service, startingWith: accessibility) where ring.serial != home {
                 if let item = try search(ring: ring.serial, for: key) { return (ring.serial, item) }

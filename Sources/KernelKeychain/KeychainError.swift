@@ -62,6 +62,12 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     /// without a new session): what kc stored there would be that uid's to remove.
     case sessionOfAnotherUser(uid: UInt32)
 
+    /// kc runs inside a user namespace (rootless podman's secret driver, `podman
+    /// unshare`), where the level's keyring of the user outside (uid `outsideUID`)
+    /// cannot be reached; kc does not fall back to the namespace's own keyring, which
+    /// nothing outside sees.
+    case unreachableFromUserNamespace(level: Accessibility.Level, outsideUID: UInt32)
+
     /// A rename's target exists: an item (`name`), or a service with items (`name` nil).
     case alreadyExists(service: String, name: String?)
 
@@ -135,6 +141,11 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
         case .sessionOfAnotherUser(let uid):
             let owner = Accounts.name(ofUser: uid) ?? String(uid)
             return "this session keyring belongs to \(owner) (you reached it through su, sudo or runuser), who could remove what you store in it; start a session of your own with 'keyctl session', or store at --access after-first-unlock"
+        case .unreachableFromUserNamespace(let level, let uid):
+            if level == .always {
+                return "the always level cannot be reached from inside a user namespace (rootless podman, podman unshare): the kernel gives uid \(uid)'s persistent keyring only to processes outside it; store this item from outside, or at --access after-first-unlock"
+            }
+            return "kc runs inside a user namespace (rootless podman, podman unshare) and uid \(uid)'s user keyring outside it does not exist yet; run any kc command outside once (kc ls), then try again"
         case .alreadyExists(let service, let name):
             if let name { return "item '\(name)' already exists in service '\(service)'; remove it first (kc rm \(service) \(name)) or choose another name" }
             return "service '\(service)' already has items; remove them first (kc rm) or choose another name"

@@ -15,11 +15,15 @@ internal enum Anchor: CaseIterable, Sendable {
     /// ids the kernel resolves itself (and treats as possessed); the persistent keyring
     /// is fetched and linked into the thread keyring, which makes it possessed too
     /// without showing up in the user's session keyring.
+    ///
+    /// Inside a user namespace (rootless podman) the user anchor is the user keyring
+    /// outside it, and the persistent anchor cannot be reached (see ``UserNamespace``).
     func serial() throws(KeychainError) -> KeySerial {
         switch self {
         case .session: return SpecialKeyring.session.serial
-        case .user: return SpecialKeyring.user.serial
+        case .user: return try UserNamespace.outsideUserKeyring() ?? SpecialKeyring.user.serial
         case .persistent:
+            if let uid = UserNamespace.outsideUID { throw .unreachableFromUserNamespace(level: .always, outsideUID: uid) }
             do {
                 return try KeySerial.persistentKeyring(linkedInto: SpecialKeyring.thread.serial)
             } catch {
@@ -31,6 +35,17 @@ internal enum Anchor: CaseIterable, Sendable {
 }
 
 extension Anchor {
+    /// As ``serial()``, for finding: nil for an anchor that cannot be reached from
+    /// inside a user namespace, where nothing of the caller's can be found.
+    func serialForReading() throws(KeychainError) -> KeySerial? {
+        do {
+            return try serial()
+        } catch {
+            if case .unreachableFromUserNamespace = error { return nil }
+            throw error
+        }
+    }
+
     /// As ``serial()``, for adding to the anchor. A process with no session keyring
     /// that *writes* to `@s` gets a new anonymous session keyring that dies with it,
     /// whereas a lookup installs the uid's default session keyring, which other
@@ -53,13 +68,12 @@ extension Anchor {
     /// it); SECURITY.md says what that leaves.
     func serialForWriting() throws(KeychainError) -> KeySerial {
         if self == .persistent { return try serial() }
-        let anchor: KeySerial
+        var anchor = self == .session ? SpecialKeyring.session.serial : try Anchor.user.serial()
         let info: KeyDescription
         do {
             if self == .session {
-                anchor = try SpecialKeyring.session.serial.resolved(create: false)
+                anchor = try anchor.resolved(create: false)
             } else {
-                anchor = SpecialKeyring.user.serial
                 try anchor.link(into: SpecialKeyring.thread.serial)
             }
             info = try anchor.describe()
@@ -184,7 +198,7 @@ internal struct ServiceKeyring: Hashable, Sendable {
                       stopAtFirst: Bool = false) throws(KeychainError) -> [ServiceKeyring] {
         var rings: [ServiceKeyring] = []
         for anchor in Anchor.probeOrder(startingWith: first.anchor) {
-            let anchorSerial = try anchor.serial()
+            guard let anchorSerial = try anchor.serialForReading() else { continue }
             var linked: [KeySerial]? = nil
             for marker in ServiceMarker.probeOrder(startingWith: first.marker) {
                 guard let ring = try find(service: service, marker: marker, under: anchorSerial) else { continue }
@@ -240,7 +254,7 @@ internal struct ServiceKeyring: Hashable, Sendable {
     static func everywhere() throws(KeychainError) -> [(name: KeyName, ring: ServiceKeyring)] {
         var found: [(name: KeyName, ring: ServiceKeyring)] = []
         for anchor in Anchor.allCases {
-            let anchorSerial = try anchor.serial()
+            guard let anchorSerial = try anchor.serialForReading() else { continue }
             let linked: [KeySerial]
             do { linked = try anchorSerial.linkedKeys() } catch { throw KeychainError(error) }
             for serial in linked {

@@ -22,6 +22,8 @@ public struct FilesystemError: Error, Hashable, Sendable {
             self.init(.diskQuotaExceeded)
         case .keyringsUnavailable:
             self.init(.noFunction)
+        case .unreachableFromUserNamespace:
+            self.init(.notSupported)
         case .decodingFailed:
             self.init(.ioError)
         case .kernel(let underlying):

@@ -44,6 +44,7 @@ fi
 mountpoint="$HOME/kc"
 if mountpoint -q "$mountpoint" 2>/dev/null || [ -n "$(ls -A "$mountpoint" 2>/dev/null)" ] || { [ -e "$mountpoint" ] && [ ! -d "$mountpoint" ]; }; then
     mountpoint=$(mktemp -d /tmp/kc-demo.XXXXXX)
+    trap 'rmdir "$mountpoint" 2>/dev/null || true' EXIT
     echo "kc: $HOME/kc is in use; the demo mounts at $mountpoint instead" >&2
 fi
 mkdir -p "$mountpoint"

@@ -3,13 +3,14 @@
 #   install-deps.sh          to build and use kc: libkeyutils-dev and libfuse3-dev to
 #                            build, keyutils (keyctl), fuse3 (fusermount3) and attr
 #                            (getfattr/setfattr) to use it, bash-completion (which
-#                            loads kc's completions) and acl (see /dev/fuse below)
+#                            loads kc's completions), man-db (man kc) and acl (see
+#                            /dev/fuse below)
 #   install-deps.sh --tests  also what the test suite and benchmark use: strace and
 #                            python3 (syscall and terminal tests), podman, runc
 #                            and busybox-static (container tests), age (backup test),
 #                            hyperfine (benchmark)
 set -euo pipefail
-packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion)
+packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db)
 if [ "${1:-}" = "--tests" ]; then
     packages+=(strace python3 podman runc busybox-static age hyperfine)
 fi

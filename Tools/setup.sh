@@ -30,8 +30,8 @@ $sudo install -D -m 0644 "$completions/kc" /usr/local/share/bash-completion/comp
 $sudo install -D -m 0644 "$completions/_kc" /usr/local/share/zsh/site-functions/_kc
 $sudo install -D -m 0644 "$completions/kc.fish" /usr/local/share/fish/vendor_completions.d/kc.fish
 rm -rf "$completions"
-if swift package --package-path "$root" --allow-writing-to-package-directory generate-manual >> "$root/.build/setup-build.log" 2>&1; then
-    $sudo install -D -m 0644 "$root/.build/plugins/GenerateManual/outputs/kc/kc.1" /usr/local/share/man/man1/kc.1
+if bash "$root/Tools/manpage.sh" "$root/.build/man/kc.1" >> "$root/.build/setup-build.log" 2>&1; then
+    $sudo install -D -m 0644 "$root/.build/man/kc.1" /usr/local/share/man/man1/kc.1
     echo "kc: installed completions for bash, zsh and fish, and the man page (man kc)" >&2
 else
     echo "kc: installed completions for bash, zsh and fish; the man page could not be generated (.build/setup-build.log)" >&2

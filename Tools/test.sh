@@ -2,6 +2,8 @@
 # The README's second command, and what CI runs: install what the tests need, then run
 # the whole suite against the real kernel. As root it also creates the unprivileged
 # `kc-test` user for the tests that must run without privileges.
+# Afterwards it checks that the run left no key, process, mount or /tmp entry behind
+# (Tools/leftovers.sh).
 #   --long  afterwards also runs the fuzzers (Tools/fuzz/run.sh, SECONDS_PER_TARGET,
 #           default 60 s each) and the soak test (Tools/soak/soak.sh, DURATION, default
 #           120 s); about 10 more minutes.
@@ -11,6 +13,10 @@ export PATH="/opt/swift/usr/bin:$PATH"
 bash "$root/Tools/install-deps.sh" --tests
 cd "$root"
 swift build --build-tests
+# The man page, for the test that renders it (ManPageTests).
+bash "$root/Tools/manpage.sh" "$root/.build/man/kc.1"
+# What the machine holds now, to check afterwards that the run left nothing behind.
+bash "$root/Tools/leftovers.sh" snapshot "$root/.build/leftovers-before.txt"
 # A failing test must not end the script before the summary line (set -e, pipefail).
 set +e
 swift test --skip-build --disable-swift-testing 2>&1 | tee "$root/.build/test-output.txt"
@@ -21,6 +27,7 @@ passed=$(grep -cE "^Test Case '.*' passed" "$root/.build/test-output.txt" || tru
 failed=$(grep -cE "^Test Case '.*' failed" "$root/.build/test-output.txt" || true)
 skipped=$(grep -cE "^Test Case '.*' skipped" "$root/.build/test-output.txt" || true)
 echo "tests: $passed passed, $failed failed, $skipped skipped"
+bash "$root/Tools/leftovers.sh" check "$root/.build/leftovers-before.txt" || status=1
 if [ "${1:-}" = "--long" ] && [ "$status" -eq 0 ]; then
     bash "$root/Tools/fuzz/run.sh" || status=1
     bash "$root/Tools/soak/soak.sh" || status=1

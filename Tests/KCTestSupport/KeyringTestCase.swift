@@ -19,6 +19,7 @@ open class KeyringTestCase: XCTestCase {
         guard KeyringTestCase.syscallsWork else {
             throw XCTSkip("kernel keyring system calls are unavailable here (seccomp or no CONFIG_KEYS)")
         }
+        TestRunCleanup.register()
         if KeyringTestCase.joinedSession == nil {
             KeyringTestCase.joinedSession = try KeySerial.joinSessionKeyring()
         }

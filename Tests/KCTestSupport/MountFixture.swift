@@ -6,6 +6,7 @@ import XCTest
 public final class MountFixture {
     public let path: String
     private var unmounted = false
+    private let inPodmanNamespace: Bool
 
     /// Throws XCTSkip where FUSE cannot work here.
     public static func requireFUSE() throws {
@@ -17,10 +18,15 @@ public final class MountFixture {
     }
 
     /// Mounts with `kc mount [options] DIR` (which returns once the mount is ready).
-    public init(options: [String] = []) throws {
+    /// With `inPodmanNamespace`, as `podman unshare kc mount ...`: in rootless podman's
+    /// user and mount namespaces, where its containers can see it (README: containers).
+    public init(options: [String] = [], inPodmanNamespace: Bool = false) throws {
         try Self.requireFUSE()
         path = try Self.makeDirectory()
-        let result = try kc(["mount"] + options + [path])
+        self.inPodmanNamespace = inPodmanNamespace
+        let result = inPodmanNamespace
+            ? try runCommand("/usr/bin/env", ["podman", "unshare", builtKC, "mount"] + options + [path])
+            : try kc(["mount"] + options + [path])
         guard result.status == 0 else {
             throw XCTSkip("kc mount failed here: \(result.standardError)")
         }
@@ -40,7 +46,11 @@ public final class MountFixture {
     public func unmount() {
         guard !unmounted else { return }
         unmounted = true
-        _ = try? kc("umount", path)
+        if inPodmanNamespace {
+            _ = try? runCommand("/usr/bin/env", ["podman", "unshare", builtKC, "umount", path])
+        } else {
+            _ = try? kc("umount", path)
+        }
         try? FileManager.default.removeItem(atPath: path)
     }
 

@@ -10,6 +10,10 @@ public enum Podman {
     public static let runOptions = ["--rm", "--runtime", "runc", "--network", "none",
                                     "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
 
+    /// Podman run by an ordinary user runs rootless: in a user namespace of its own,
+    /// where uid 0 is the user.
+    public static var isRootless: Bool { getuid() != 0 }
+
     /// The root filesystem directory, or XCTSkip with the reason podman cannot run here.
     public static func rootfs() throws -> String {
         if case .some(let result) = checked {

@@ -7,17 +7,29 @@ import XCTest
 final class KeychainTests: KeyringTestCase {
     func testBytesRoundTripExactly() throws {
         let keychain = try Keychain(service: uniqueService())
-        let values: [[UInt8]] = [
+        var values: [[UInt8]] = [
             Array("s3cret".utf8),
             [0, 0, 0],
             Array("line\n\n".utf8),
             [0xff, 0xfe, 0x00, 0x80, 0x0a],
-            (0..<32767).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) },
             [0x41],
         ]
+        let largest = (0..<KeychainError.maximumValueSize).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        let largestFits = TestQuota.hasRoom(forValueOf: largest.count)
+        if largestFits { values.insert(largest, at: 4) }
         for value in values {
             try keychain.set(value, forKey: "item")
             XCTAssertEqual(try keychain.data(forKey: "item"), value, "a value of \(value.count) bytes")
+        }
+        if !largestFits {
+            // An ordinary user's whole quota is smaller than the largest value: the
+            // kernel refuses it with a clear error, and the stored value is untouched.
+            XCTAssertThrowsError(try keychain.set(largest, forKey: "item")) { error in
+                guard case .quotaExceeded(_, let usage)? = error as? KeychainError else { return XCTFail("\(error)") }
+                XCTAssertNotNil(usage, "the error says how much of the quota is used")
+                XCTAssertTrue("\(error)".contains("sysctl -w kernel.keys.maxkeys="), "\(error)")
+            }
+            XCTAssertEqual(try keychain.data(forKey: "item"), [0x41], "the refused value harmed nothing")
         }
     }
 

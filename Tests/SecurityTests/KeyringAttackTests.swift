@@ -1,5 +1,6 @@
 import Foundation
 import KCTestSupport
+import KernelKeychain
 import XCTest
 
 /// Another local user attacks kc's keyrings (issue 13 §2-§4): from inside the owner's
@@ -15,14 +16,22 @@ final class KeyringAttackTests: XCTestCase {
         guard LocalUser.available else { throw XCTSkip("needs root to create the throwaway users") }
     }
 
+    /// root's services from ``uniqueService(_:)``, removed whole (their emptied
+    /// keyrings too) at tearDown.
+    private var servicesMade: [String] = []
+
     override func tearDownWithError() throws {
+        for service in servicesMade { try? Keychain(service: service).removeAll() }
+        servicesMade = []
         for user in LocalUser.allCases { user.clearKeyrings() }
         try super.tearDownWithError()
     }
 
     private func uniqueService(_ label: String = #function) -> String {
         Self.counter += 1
-        return "kc-attack.\(getpid()).\(Self.counter).\(label.filter { $0.isLetter }.prefix(30))"
+        let name = "kc-attack.\(getpid()).\(Self.counter).\(label.filter { $0.isLetter }.prefix(30))"
+        servicesMade.append(name)
+        return name
     }
 
     // MARK: §2: another uid inside the owner's session keyring

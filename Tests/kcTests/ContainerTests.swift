@@ -4,7 +4,8 @@ import KernelKeychain
 import XCTest
 
 /// Secrets handed to real podman containers: the shell secret driver and a read-only
-/// single-service mount.
+/// single-service mount. Run as root, podman is rootful; run by an ordinary user, it is
+/// rootless (its user namespace maps uid 0 to the user), and the same tests must pass.
 final class ContainerTests: KeyringTestCase {
     private func driverOptions(_ service: String) throws -> String {
         try kc("podman-driver", "--service", service).output.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -39,7 +40,7 @@ final class ContainerTests: KeyringTestCase {
         _ = try Podman.rootfs()
         let service = uniqueService()
         let conf = NSTemporaryDirectory() + "kc-test-containers-\(getpid()).conf"
-        try kc("podman-driver", "--service", service, "--containers-conf").output.write(toFile: conf, atomically: true, encoding: .utf8)
+        try kc("podman-driver", "--service", service, "--containers-conf").output.write(toFile: conf, atomically: false, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: conf) }
         var environment = ProcessInfo.processInfo.environment
         environment["CONTAINERS_CONF"] = conf
@@ -69,7 +70,9 @@ final class ContainerTests: KeyringTestCase {
         let rootfs = try Podman.rootfs()
         let service = uniqueService()
         try Keychain(service: service).set("from-the-host", forKey: "api-token")
-        let mount = try MountFixture(options: ["--read-only", "--service", service])
+        // Rootless podman's containers see its own mount namespace, which a mount made
+        // on the host after podman started does not reach: mount inside it instead.
+        let mount = try MountFixture(options: ["--read-only", "--service", service], inPodmanNamespace: Podman.isRootless)
         defer { mount.unmount() }
         let run = try Podman.run(["/bin/sh", "-c", """
             ls /run/secrets; cat /run/secrets/api-token; echo

@@ -24,16 +24,19 @@ final class SharingTests: XCTestCase {
     }
 
     override func tearDownWithError() throws {
-        // The owner's services live in its user keyring, which outlives every process.
+        // The owner's services live in its user keyring, which outlives every process;
+        // a member's or a second owner's write can make a service of the same name too.
         for service in services {
-            _ = try? owner.run("""
-                p=$(keyctl get_persistent @s 2>/dev/null)
-                for anchor in $(keyctl id @u) $p; do
-                    for prefix in kc: kc.local:; do
-                        r=$(keyctl search "$anchor" keyring "${prefix}\(service)" 2>/dev/null) && keyctl clear "$r" && keyctl unlink "$r" "$anchor"
-                    done
-                done >/dev/null 2>&1; true
-                """)
+            for account in [owner, member, TestAccount.secondOwner] {
+                _ = try? account.run("""
+                    p=$(keyctl get_persistent @s 2>/dev/null)
+                    for anchor in $(keyctl id @u) $p; do
+                        for prefix in kc: kc.local:; do
+                            r=$(keyctl search "$anchor" keyring "${prefix}\(service)" 2>/dev/null) && keyctl clear "$r" && keyctl unlink "$r" "$anchor"
+                        done
+                    done >/dev/null 2>&1; true
+                    """)
+            }
         }
         services = []
         try super.tearDownWithError()

@@ -13,17 +13,23 @@ final class UnprivilegedTests: KeyringTestCase {
     }
 
     func testEverythingWorksForAnOrdinaryUser() throws {
+        let service = "kc-test.\(getpid()).unpriv"
         let result = try runUnprivileged("""
             set -e
-            printf 'abc' | "$KC" set svc.unpriv token
-            printf 'u' | "$KC" set --access after-first-unlock svc.unpriv user-item
-            printf 'p' | "$KC" set --access always --timeout 1h svc.unpriv persistent-item
-            "$KC" get svc.unpriv token; echo
-            "$KC" ls svc.unpriv
-            "$KC" rm svc.unpriv user-item
-            "$KC" rm svc.unpriv persistent-item
+            svc=\(service)
+            printf 'abc' | "$KC" set $svc token
+            printf 'u' | "$KC" set --access after-first-unlock $svc user-item
+            printf 'p' | "$KC" set --access always --timeout 1h $svc persistent-item
+            "$KC" get $svc token; echo
+            "$KC" ls $svc
+            "$KC" rm $svc user-item
+            "$KC" rm $svc persistent-item
             "$KC" doctor >/dev/null || true
             id -u
+            # The emptied service keyrings stay (kc rm removes items); leave nothing behind.
+            for anchor in @u "$(keyctl get_persistent @s)"; do
+                ring=$(keyctl search "$anchor" keyring "kc:$svc" 2>/dev/null) && keyctl unlink "$ring" "$anchor" >/dev/null
+            done
             """)
         XCTAssertEqual(result.status, 0, "\(result)")
         let lines = result.output.split(separator: "\n").map(String.init)

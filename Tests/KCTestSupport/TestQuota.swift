@@ -1,0 +1,13 @@
+import KernelKeychain
+
+/// The kernel's key quota for the uid running the tests. Root's is 25 MB; an ordinary
+/// user's whole quota is 200 keys and 20,000 bytes, less than one 32767-byte value, so
+/// a test of the largest value checks which of the two behaviours this uid gets.
+public enum TestQuota {
+    /// Whether one more key holding `size` bytes (with its name and a new service
+    /// keyring) fits in this uid's quota now.
+    public static func hasRoom(forValueOf size: Int) -> Bool {
+        guard let quota = KeyQuota.current() else { return true }
+        return quota.maxBytes - quota.bytes >= size + 1024 && quota.maxKeys - quota.keys >= 4
+    }
+}

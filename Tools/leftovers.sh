@@ -46,9 +46,15 @@ check)
             [ -d "$folder" ] && ! grep -qxF "$(basename "$folder")" "$before" && rm -rf "$folder"
         done
     fi
-    after=$(mktemp)
-    state > "$after"
-    new=$(diff "$before" "$after" | grep '^>' | sed 's/^> //' || true)
+    # A mount daemon exits a moment after its kc umount, and the kernel collects a
+    # dead session's keys a moment after it ends: give both up to 5 seconds.
+    after="$root/.build/leftovers-after.txt"
+    for _ in $(seq 10); do
+        state > "$after"
+        new=$(diff "$before" "$after" | grep '^>' | sed 's/^> //' || true)
+        [ -z "$new" ] && break
+        sleep 0.5
+    done
     rm -f "$after"
     if [ -n "$new" ]; then
         echo "leftovers: the run left these behind (keys as 'user: service', processes, mounts, /tmp entries):" >&2

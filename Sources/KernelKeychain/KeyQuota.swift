@@ -47,3 +47,31 @@ public struct KeyQuota: Sendable, Hashable {
         return KeyQuota(uid: uid, keys: 0, maxKeys: maxKeys, bytes: 0, maxBytes: maxBytes)
     }
 }
+
+extension KeyQuota {
+    /// The bytes the kernel counts against the quota for one key: its description, its
+    /// NUL, four bytes of its own, and the payload (measured on Linux 6.x: a `user` key
+    /// named `abcde` holding 10 bytes costs 20; a keyring named `ringx` costs 10).
+    public static func cost(descriptionLength: Int, payloadLength: Int) -> Int {
+        descriptionLength + 5 + payloadLength
+    }
+
+    public var freeKeys: Int { Swift.max(0, maxKeys - keys) }
+    public var freeBytes: Int { Swift.max(0, maxBytes - bytes) }
+
+    /// The largest value a new item named with `nameLength` bytes can hold now: the
+    /// kernel's 32767-byte limit for a `user` key, or less where the quota has less room.
+    public func largestNewValue(nameLength: Int) -> Int {
+        guard freeKeys > 0 else { return 0 }
+        return Swift.min(KeychainError.maximumValueSize, Swift.max(0, freeBytes - Self.cost(descriptionLength: nameLength, payloadLength: 0)))
+    }
+
+    /// `sudo sysctl -w …maxkeys=K …maxbytes=B` with room for `keys` and `bytes` more than
+    /// are used now (at least doubling the limits, and at least 2000 keys and 200,000 bytes).
+    public func raiseCommand(forMoreKeys keys: Int = 0, bytes: Int = 0) -> String {
+        let prefix = uid == 0 ? "kernel.keys.root_" : "kernel.keys."
+        let newKeys = Swift.max(2 * maxKeys, 2000, self.keys + keys + 100)
+        let newBytes = Swift.max(2 * maxBytes, 200_000, self.bytes + bytes + 10_000)
+        return "sudo sysctl -w \(prefix)maxkeys=\(newKeys) \(prefix)maxbytes=\(newBytes)"
+    }
+}

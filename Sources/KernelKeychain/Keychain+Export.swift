@@ -52,14 +52,59 @@ extension Keychain {
     /// ``DotEnv/parse(_:)``), restoring level and deadline. An existing item is
     /// replaced only with `overwrite`. An item whose deadline has passed is not
     /// imported (it would already have expired). Returns what was done.
+    ///
+    /// The key quota is checked first (see ``quotaNeeded(for:)``): an import that would
+    /// not fit stores nothing and throws ``KeychainError/notEnoughQuota(what:keys:bytes:usage:)``,
+    /// which says how much it needs and how to raise the limits, rather than stopping
+    /// half-way at the kernel's refusal.
     @discardableResult
     public static func importItems(_ items: [ExportedItem], overwrite: Bool) throws(KeychainError) -> [ImportStep] {
         let steps = try planImport(items, overwrite: overwrite)
+        let needed = try quotaNeeded(for: steps)
+        if let usage = KeyQuota.current(), needed.keys > usage.freeKeys || needed.bytes > usage.freeBytes {
+            throw .notEnoughQuota(what: "this import (\(needed.items) items; nothing was imported)",
+                                  keys: needed.keys, bytes: needed.bytes, usage: usage)
+        }
         for step in steps where step.action != .keep {
             if let deadline = step.item.deadline, deadline.secondsLeft == 0 { continue }
             try Keychain(service: step.item.service, accessibility: Accessibility(level: step.item.level, thisDeviceOnly: false))
                 .set(step.item.value, forKey: step.item.name, until: step.item.deadline)
         }
         return steps
+    }
+}
+
+extension Keychain {
+    /// The keys and bytes of key quota that carrying out `steps` adds: a key per new
+    /// item, and a keyring per service and level that has none yet, each costed as the
+    /// kernel counts it (``KeyQuota/cost(descriptionLength:payloadLength:)``). A
+    /// replaced item counts its whole new value, as the kernel reserves it before it
+    /// frees the old one.
+    public static func quotaNeeded(for steps: [ImportStep]) throws(KeychainError) -> (items: Int, keys: Int, bytes: Int) {
+        var items = 0, keys = 0, bytes = 0
+        var newRings: Set<KeyName> = []
+        var existingRings: [KeyName: [ServiceKeyring]] = [:]
+        for step in steps where step.action != .keep {
+            if let deadline = step.item.deadline, deadline.secondsLeft == 0 { continue }
+            items += 1
+            bytes += KeyQuota.cost(descriptionLength: step.item.name.bytes.count, payloadLength: step.item.value.count)
+            guard step.action == .add else { continue }
+            keys += 1
+            let accessibility = Accessibility(level: step.item.level, thisDeviceOnly: false)
+            let rings: [ServiceKeyring]
+            if let known = existingRings[step.item.service] {
+                rings = known
+            } else {
+                rings = try ServiceKeyring.rings(of: step.item.service, startingWith: accessibility)
+                existingRings[step.item.service] = rings
+            }
+            let ringName = accessibility.marker.keyringDescription(for: step.item.service)
+            let ringKey = ringName + KeyName("#\(step.item.level.rawValue)")
+            if !rings.contains(where: { $0.accessibility == accessibility }), newRings.insert(ringKey).inserted {
+                keys += 1
+                bytes += KeyQuota.cost(descriptionLength: ringName.bytes.count, payloadLength: 0)
+            }
+        }
+        return (items, keys, bytes)
     }
 }

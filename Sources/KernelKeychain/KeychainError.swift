@@ -25,6 +25,9 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     case accessDenied(KeyctlError)
     /// The uid's key quota is full (`kernel.keys.maxkeys` / `maxbytes`).
     case quotaExceeded(KeyctlError, usage: KeyQuota?)
+    /// A task that stores many keys (an import) was checked against the quota first
+    /// and would not fit: `keys` and `bytes` are what it needs. Nothing was stored.
+    case notEnoughQuota(what: String, keys: Int, bytes: Int, usage: KeyQuota)
     /// Keyring system calls are not available: blocked by seccomp (most containers) or
     /// not built into the kernel, or the persistent keyring is not supported.
     case keyringsUnavailable(KeyctlError)
@@ -100,9 +103,10 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
         case .quotaExceeded(let error, let usage):
             var text = "key quota exceeded (\(error))"
             if let usage { text += ": uid \(usage.uid) uses \(usage.keys)/\(usage.maxKeys) keys and \(usage.bytes)/\(usage.maxBytes) bytes" }
-            let prefix = usage?.uid == 0 ? "kernel.keys.root_" : "kernel.keys."
-            let keys = max(2 * (usage?.maxKeys ?? 200), 2000), bytes = max(2 * (usage?.maxBytes ?? 20000), 200000)
-            return text + "; remove unused items, or raise the limits: sudo sysctl -w \(prefix)maxkeys=\(keys) \(prefix)maxbytes=\(bytes)"
+            let raise = (usage ?? KeyQuota(uid: geteuid(), keys: 0, maxKeys: 200, bytes: 0, maxBytes: 20000)).raiseCommand()
+            return text + "; remove unused items, or raise the limits: \(raise)"
+        case .notEnoughQuota(let what, let keys, let bytes, let usage):
+            return "not enough key quota for \(what): it needs \(keys) keys and \(bytes) bytes, and uid \(usage.uid) has \(usage.freeKeys) keys and \(usage.freeBytes) bytes free (uses \(usage.keys)/\(usage.maxKeys) keys, \(usage.bytes)/\(usage.maxBytes) bytes); remove unused items, or raise the limits: \(usage.raiseCommand(forMoreKeys: keys, bytes: bytes))"
         case .keyringsUnavailable(let error):
             if error.call == "keyctl_get_persistent" {
                 return "persistent keyrings unavailable (\(error)): the kernel lacks CONFIG_PERSISTENT_KEYRINGS; use --access after-first-unlock instead"

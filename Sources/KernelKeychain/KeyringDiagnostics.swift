@@ -74,7 +74,13 @@ public enum KeyringDiagnostics {
         }
         let nearlyFull = usage.keys * 10 >= usage.maxKeys * 9 || usage.bytes * 10 >= usage.maxBytes * 9
         let sysctls = usage.uid == 0 ? "kernel.keys.root_maxkeys/root_maxbytes" : "kernel.keys.maxkeys/maxbytes"
-        return DiagnosticCheck(name: "key quota", status: nearlyFull ? .warn : .ok, detail:
-            "uid \(usage.uid): \(usage.keys)/\(usage.maxKeys) keys, \(usage.bytes)/\(usage.maxBytes) bytes (\(sysctls))")
+        var detail = "uid \(usage.uid): \(usage.keys)/\(usage.maxKeys) keys, \(usage.bytes)/\(usage.maxBytes) bytes (\(sysctls))"
+        // An ordinary user's whole quota (20,000 bytes) is less than one value of the
+        // kernel's largest size: say what fits now, and how to make room.
+        let largest = usage.largestNewValue(nameLength: 16)
+        if largest < KeychainError.maximumValueSize {
+            detail += "; room for \(usage.freeKeys) more keys, and a new value of at most \(largest) bytes (the kernel allows \(KeychainError.maximumValueSize)); more: \(usage.raiseCommand())"
+        }
+        return DiagnosticCheck(name: "key quota", status: nearlyFull ? .warn : .ok, detail: detail)
     }
 }

@@ -18,7 +18,7 @@ public struct FilesystemError: Error, Hashable, Sendable {
             self.init(.fileTooLarge)
         case .accessDenied:
             self.init(.permissionDenied)
-        case .quotaExceeded:
+        case .quotaExceeded, .notEnoughQuota:
             self.init(.diskQuotaExceeded)
         case .keyringsUnavailable:
             self.init(.noFunction)

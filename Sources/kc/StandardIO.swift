@@ -45,8 +45,13 @@ var standardInputIsTerminal: Bool { isatty(0) == 1 }
 
 /// Prompts on standard error and reads one line from the terminal with echo off.
 /// The line ending is not part of the value. Nil if the terminal closes.
+///
+/// Echo goes off before the prompt is shown, as getpass(3) does: TCSAFLUSH drops what
+/// was typed before the prompt (which was echoed), and an answer typed as soon as the
+/// prompt shows is never dropped (turning echo off after the prompt lost such an
+/// answer, and kc then waited for a line that had already been typed). Echo comes
+/// back without dropping anything typed since.
 func readSecretLine(prompt: String) -> [UInt8]? {
-    standardErrorRaw(prompt)
     var saved = termios()
     let haveTerminal = tcgetattr(0, &saved) == 0
     if haveTerminal {
@@ -54,8 +59,9 @@ func readSecretLine(prompt: String) -> [UInt8]? {
         quiet.c_lflag &= ~tcflag_t(ECHO)
         _ = tcsetattr(0, TCSAFLUSH, &quiet)
     }
+    standardErrorRaw(prompt)
     defer {
-        if haveTerminal { _ = tcsetattr(0, TCSAFLUSH, &saved) }
+        if haveTerminal { _ = tcsetattr(0, TCSANOW, &saved) }
         standardErrorRaw("\n")
     }
     var line: [UInt8] = []

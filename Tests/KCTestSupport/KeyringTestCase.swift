@@ -1,4 +1,5 @@
 import Foundation
+import KernelKeychain
 import Keyrings
 import XCTest
 
@@ -55,8 +56,11 @@ open class KeyringTestCase: XCTestCase {
         return name
     }
 
-    /// Unlinks every `kc:`/`kc.local:` keyring of the service from the three anchors.
+    /// Unlinks every `kc:`/`kc.local:` keyring of the service from the three anchors,
+    /// after kc's own removal, which also drops the items' deadline records (each a key
+    /// of the uid's quota until the item's deadline).
     public func removeServiceKeyrings(_ service: some KeyNameConvertible) {
+        try? Keychain(service: service).removeAll()
         var anchors = [SpecialKeyring.session.serial, SpecialKeyring.user.serial]
         if let persistent = try? KeySerial.persistentKeyring(linkedInto: SpecialKeyring.thread.serial) {
             anchors.append(persistent)

@@ -137,4 +137,37 @@ final class ExportImportTests: KeyringTestCase {
         XCTAssertTrue(result.output.contains("count=180 sample=v-123"), "\(result)")
         UnprivilegedUser.waitForKeyCollection()
     }
+
+    /// An ordinary user's whole quota is 200 keys and 20,000 bytes: an import bigger than
+    /// what is left is refused before it stores anything, with what it needs and how to
+    /// raise the limits, and `kc doctor` says how large a new value can be.
+    func testAnImportThatCannotFitStoresNothingAndSaysHowToMakeRoom() throws {
+        let script = """
+            svc=kc-test.$$.quota-import
+            i=0; while [ $i -lt 250 ]; do echo "K$i=v$i"; i=$((i + 1)); done > /tmp/kc-test-import.$$
+            "$KC" import --format env --service $svc < /tmp/kc-test-import.$$; echo "import=$?"
+            rm -f /tmp/kc-test-import.$$
+            echo "items=$("$KC" ls $svc 2>/dev/null | wc -l)"
+            "$KC" doctor | grep 'key quota'
+            """
+        let result: CommandResult
+        if UnprivilegedUser.available {
+            result = try UnprivilegedUser.run(script)
+        } else if getuid() != 0 {
+            result = try runCommand("/usr/bin/env", ["keyctl", "session", "-", "/bin/sh", "-c", script], environment: ["KC": builtKC, "PATH": "/usr/bin:/bin"])
+        } else {
+            throw XCTSkip("running as root but the test user could not be created")
+        }
+        guard let quota = result.output.split(separator: "\n").first(where: { $0.contains("key quota") }),
+              quota.contains("/200 keys") else {
+            throw XCTSkip("this uid's key quota is not the default 200 keys: \(result.output)")
+        }
+        XCTAssertTrue(result.output.contains("import=2\n"), "\(result)")
+        XCTAssertTrue(result.standardError.contains("\nkc: not enough key quota for this import (250 items; nothing was imported): it needs 251 keys and "), result.standardError)
+        XCTAssertTrue(result.standardError.contains("keys and") && result.standardError.contains("bytes free (uses "), result.standardError)
+        XCTAssertTrue(result.standardError.contains("raise the limits: sudo sysctl -w kernel.keys.maxkeys="), result.standardError)
+        XCTAssertTrue(result.output.contains("items=0\n"), "nothing was imported: \(result)")
+        XCTAssertTrue(quota.contains("a new value of at most ") && quota.contains("(the kernel allows 32767)"), String(quota))
+        XCTAssertTrue(quota.contains("more: sudo sysctl -w kernel.keys.maxkeys="), String(quota))
+    }
 }

@@ -54,7 +54,7 @@ final class LevelRaceTests: KeyringTestCase {
         let service = uniqueService()
         let rounds = libraryRounds
         let writers = 4  // more threads than this machine's cores: a preempted set widens the window
-        let errors = RaceLog(), removeErrors = RaceLog()
+        let errors = RaceLog(), removeErrors = RaceLog(), quotaErrors = RaceLog()
         let done = DispatchGroup()
         let running = RaceFlag()
         for writer in 0..<writers {
@@ -63,6 +63,8 @@ final class LevelRaceTests: KeyringTestCase {
                 for round in 0..<rounds {
                     do {
                         try Keychain(service: service, accessibility: Self.level(round)).set("v\(round)", forKey: "k\(writer)")
+                    } catch KeychainError.quotaExceeded {
+                        quotaErrors.append("writer \(writer), round \(round)")
                     } catch {
                         errors.append("writer \(writer), round \(round): \(error)")
                     }
@@ -82,6 +84,14 @@ final class LevelRaceTests: KeyringTestCase {
         removerStopped.wait()
         XCTAssertTrue(errors.messages.isEmpty,
                       "set threw in \(errors.messages.count) of \(rounds * writers) calls racing removeAll(); first: \(errors.messages.prefix(3))")
+        // The kernel counts a removed key against its owner's quota until its garbage
+        // collector has run, which a loop this tight outpaces: an ordinary user (200
+        // keys) can then see EDQUOT for a moment; root's quota is far too large for that.
+        if getuid() == 0 {
+            XCTAssertTrue(quotaErrors.messages.isEmpty, "root hit its key quota \(quotaErrors.messages.count) times")
+        } else if !quotaErrors.messages.isEmpty {
+            print("note: \(quotaErrors.messages.count) of \(rounds * writers) sets met the 200-key quota while the kernel collected removed keys")
+        }
         if !removeErrors.messages.isEmpty { print("note: removeAll threw \(removeErrors.messages.count) times; first: \(removeErrors.messages.prefix(3))") }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import KernelKeychain
 
 /// The kernel's key quota for the uid running the tests. Root's is 25 MB; an ordinary
@@ -9,5 +10,17 @@ public enum TestQuota {
     public static func hasRoom(forValueOf size: Int) -> Bool {
         guard let quota = KeyQuota.current() else { return true }
         return quota.maxBytes - quota.bytes >= size + 1024 && quota.maxKeys - quota.keys >= 4
+    }
+
+    /// The kernel frees removed keys in its garbage collector, a moment later, and
+    /// counts them against the quota until then: after a test that churned keys (a
+    /// race, a full quota) an ordinary user's next test can meet a full quota that is
+    /// only waiting to be collected. Waits (at most 5 s) until at least `keys` keys and
+    /// `bytes` bytes are free.
+    public static func waitForRoom(keys: Int = 60, bytes: Int = 4000) {
+        for _ in 0..<100 {
+            guard let quota = KeyQuota.current(), quota.freeKeys < keys || quota.freeBytes < bytes else { return }
+            usleep(50_000)
+        }
     }
 }

@@ -26,6 +26,13 @@ final class ContainerTests: KeyringTestCase {
         let id = try createSecret(name, in: service, value: "s3cret")
         defer { _ = try? Podman.command(["secret", "rm", name]) }
         XCTAssertEqual(try Keychain(service: service).string(forKey: id), "s3cret", "the value is an item named by podman's id")
+        if Podman.isRootless {
+            // The driver ran as uid 0 in podman's user namespace, whose own user keyring
+            // (`_uid.0`) nothing outside sees: the service must not be there.
+            let inside = try Podman.command(["unshare", "keyctl", "search", "@u", "keyring", "kc:\(service)"])
+            XCTAssertNotEqual(inside.status, 0, "nothing stored in the namespace's user keyring: \(inside)")
+            XCTAssertEqual(try kc("ls", service).output, id + "\n", "kc ls shows podman's secret")
+        }
 
         let run = try Podman.run(["/bin/sh", "-c", "cat /run/secrets/\(name); echo; echo \"env=$DB\""],
                                  options: ["--secret", name, "--secret", "\(name),type=env,target=DB"], rootfs: rootfs)

@@ -15,10 +15,10 @@ me=$(id -u)
 
 state() {
     echo "# keys"
-    keyctl session - "$kc" ls 2>&1 | grep -v "^Joined session keyring" | sed "s/^/$(id -un): /"
+    { keyctl session - "$kc" ls 2>&1 || true; } | { grep -v "^Joined session keyring" || true; } | sed "s/^/$(id -un): /"
     if [ "$me" -eq 0 ]; then
         for user in $(getent passwd | cut -d: -f1 | grep '^kc-' || true); do
-            runuser -u "$user" -- keyctl session - "$kc" ls 2>&1 | grep -v "^Joined session keyring" | sed "s/^/$user: /" || true
+            { runuser -u "$user" -- keyctl session - "$kc" ls 2>&1 || true; } | { grep -v "^Joined session keyring" || true; } | sed "s/^/$user: /"
         done
     fi
     echo "# processes"

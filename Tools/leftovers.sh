@@ -30,12 +30,9 @@ state() {
     find /tmp -mindepth 1 -maxdepth 1 -user "$me" -printf '%f\n' | grep -v '^_.*\.lock$' | sort || true
 }
 
-case "${1:-}" in
-snapshot)
-    state > "$2"
-    ;;
-check)
-    before=$2
+# What tools outside kc leave in /tmp (see above), removed before each look.
+remove_tool_litter() {
+    local before=$1 folder
     for folder in /tmp/TemporaryDirectory.*; do
         [ -d "$folder" ] && [ -O "$folder" ] || continue
         grep -qxF "$(basename "$folder")" "$before" && continue
@@ -46,10 +43,21 @@ check)
             [ -d "$folder" ] && ! grep -qxF "$(basename "$folder")" "$before" && rm -rf "$folder"
         done
     fi
-    # A mount daemon exits a moment after its kc umount, and the kernel collects a
-    # dead session's keys a moment after it ends: give both up to 5 seconds.
+    return 0
+}
+
+case "${1:-}" in
+snapshot)
+    state > "$2"
+    ;;
+check)
+    before=$2
+    # A mount daemon exits a moment after its kc umount, podman's pause process a
+    # moment after its SIGTERM, and the kernel collects a dead session's keys a moment
+    # after it ends: give them up to 5 seconds.
     after="$root/.build/leftovers-after.txt"
     for _ in $(seq 10); do
+        remove_tool_litter "$before"
         state > "$after"
         new=$(diff "$before" "$after" | grep '^>' | sed 's/^> //' || true)
         [ -z "$new" ] && break

@@ -29,6 +29,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         .systemLibrary(name: "CKeyutils", pkgConfig: "libkeyutils",
@@ -40,7 +41,16 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-        .target(name: "KernelKeychain", dependencies: ["Keyrings"]),
+        // The age v1 file format (age-encryption.org/v1) on swift-crypto: the vault's
+        // files are age files that Debian's `age` reads and writes.
+        .target(
+            name: "Age",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
+        .target(name: "KernelKeychain", dependencies: ["Keyrings", "Age"]),
         .systemLibrary(name: "CFuse3", pkgConfig: "fuse3",
                        providers: [.apt(["libfuse3-dev"])]),
         .target(
@@ -76,6 +86,7 @@ let package = Package(
         // Shared by the test targets: a fresh session keyring per test process, unique
         // service names, the built `kc`, and the unprivileged test user.
         .target(name: "KCTestSupport", dependencies: ["KernelKeychain", "Keyrings"], path: "Tests/KCTestSupport"),
+        .testTarget(name: "AgeTests", dependencies: ["Age"], resources: [.copy("Vectors")]),
         .testTarget(name: "KeyringsTests", dependencies: ["Keyrings", "KCTestSupport"]),
         .testTarget(name: "KernelKeychainTests", dependencies: ["KernelKeychain", "Keyrings", "KCTestSupport"]),
         .testTarget(name: "KeychainFSTests", dependencies: ["KeychainFS", "KernelKeychain", "Keyrings", "KCTestSupport"]),

@@ -7,12 +7,13 @@
 #                            /dev/fuse below)
 #   install-deps.sh --tests  also what the test suite and benchmark use: strace and
 #                            python3 (syscall and terminal tests), podman, runc
-#                            and busybox-static (container tests), age (backup test),
+#                            and busybox-static (container tests), age (backup and
+#                            vault interop tests), pamtester (vault PAM tests),
 #                            hyperfine (benchmark)
 set -euo pipefail
 packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db)
 if [ "${1:-}" = "--tests" ]; then
-    packages+=(strace python3 podman runc busybox-static age hyperfine)
+    packages+=(strace python3 podman runc busybox-static age pamtester hyperfine)
 fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"

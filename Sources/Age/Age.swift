@@ -1,0 +1,1 @@
+// The age v1 file format: see AgeFile.swift and friends (being written).

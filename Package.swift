@@ -50,7 +50,7 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
-        .target(name: "KernelKeychain", dependencies: ["Keyrings", "Age"]),
+        .target(name: "KernelKeychain", dependencies: ["Keyrings", "Age", .product(name: "Crypto", package: "swift-crypto")]),
         .systemLibrary(name: "CFuse3", pkgConfig: "fuse3",
                        providers: [.apt(["libfuse3-dev"])]),
         .target(

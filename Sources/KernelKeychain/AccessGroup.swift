@@ -91,6 +91,20 @@ internal enum Accounts {
         return withUser { entry, buffer, size, result in getpwuid_r(uid, entry, buffer, size, result) }?.name
     }
 
+    /// A user's account: its ids and home folder (for the vault, which PAM runs without
+    /// HOME, and for dropping from root to the user).
+    static func account(ofUser uid: UInt32) -> UserAccount? {
+        if !canUseNSS { return LocalDatabase.users().first { $0.uid == uid } }
+        return withUser { entry, buffer, size, result in getpwuid_r(uid, entry, buffer, size, result) }
+    }
+
+    static func account(named name: String) -> UserAccount? {
+        if !canUseNSS { return LocalDatabase.users().first { $0.name == name } }
+        return withUser { entry, buffer, size, result in getpwnam_r(name, entry, buffer, size, result) }
+    }
+
+    static func home(ofUser uid: UInt32) -> String? { account(ofUser: uid)?.home }
+
     /// A user named by name or, failing that, by number.
     static func uid(ofUserNameOrNumber text: String) -> UInt32? {
         uid(ofUser: text) ?? UInt32(text)
@@ -136,7 +150,7 @@ internal enum Accounts {
     }
 
     /// Runs a `getpw*_r` call, growing the buffer on ERANGE.
-    private static func withUser(_ call: UserCall) -> (uid: UInt32, name: String)? {
+    private static func withUser(_ call: UserCall) -> UserAccount? {
         var size = 1024
         while size <= 1 << 20 {
             var entry = passwd()
@@ -146,18 +160,27 @@ internal enum Accounts {
             let status = call(&entry, buffer, size, &result)
             if status == ERANGE { size *= 4; continue }
             guard status == 0, let found = result?.pointee else { return nil }
-            return (found.pw_uid, String(cString: found.pw_name))
+            return UserAccount(name: String(cString: found.pw_name), uid: found.pw_uid, gid: found.pw_gid,
+                               home: String(cString: found.pw_dir))
         }
         return nil
     }
 }
 
+/// One entry of the user database.
+internal struct UserAccount: Sendable, Hashable {
+    var name: String
+    var uid: UInt32
+    var gid: UInt32
+    var home: String
+}
+
 /// /etc/passwd and /etc/group, read directly (for the static `kc`).
 internal enum LocalDatabase {
-    static func users() -> [(name: String, uid: UInt32)] {
+    static func users() -> [UserAccount] {
         records("/etc/passwd").compactMap { fields in
-            guard fields.count >= 3, let uid = UInt32(fields[2]) else { return nil }
-            return (String(fields[0]), uid)
+            guard fields.count >= 6, let uid = UInt32(fields[2]), let gid = UInt32(fields[3]) else { return nil }
+            return UserAccount(name: String(fields[0]), uid: uid, gid: gid, home: String(fields[5]))
         }
     }
 

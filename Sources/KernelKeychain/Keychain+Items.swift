@@ -67,6 +67,15 @@ extension Keychain {
         guard copy.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: copy.count) }
         let scope = try resolve(forWriting: true)
         if case .anyService = scope { throw .serviceRequired }
+        if case .own(let service) = scope {
+            return try keepingVaultInStep(items: [(service, key)], changed: { $0 }) { () throws(KeychainError) in
+                try replaceInKernel(copy, forKey: key, in: scope)
+            }
+        }
+        return try replaceInKernel(copy, forKey: key, in: scope)
+    }
+
+    private func replaceInKernel(_ copy: [UInt8], forKey key: KeyName, in scope: Scope) throws(KeychainError) -> Bool {
         guard let located = try locate(key, in: scope) else { return false }
         if case .shared(let shared) = scope, !shared.sharing.isGroupWritable { throw .sharedReadOnly(shared) }
         let deadline = DeadlineRecords.deadline(of: located.item)
@@ -96,6 +105,12 @@ extension Keychain {
         let key = key.keyName
         try validateName(key, as: .item)
         let service = try ownService(toDo: "change an item's level")
+        return try keepingVaultInStep(items: [(service, key)], changed: { $0 }) { () throws(KeychainError) in
+            try moveInKernel(key, of: service, to: accessibility)
+        }
+    }
+
+    private func moveInKernel(_ key: KeyName, of service: KeyName, to accessibility: Accessibility) throws(KeychainError) -> Bool {
         let (home, rings) = try ServiceKeyring.rings(of: service, home: accessibility)
         let sharing = try self.accessibility(accessibility).sharingForWrite(rings: rings.map(\.serial))
         for _ in 0..<8 {
@@ -128,11 +143,14 @@ extension Keychain {
         try validateName(key, as: .item)
         let scope = try resolve(forWriting: true)
         if case .shared(let shared) = scope { throw .ownerOnly(shared, action: "set an item's lifetime") }
-        guard let located = try locate(key, in: scope) else { return false }
-        do {
-            return try unlessGone { () throws(KeyctlError) in try DeadlineRecords.setTimeout(seconds, of: located.item) } != nil
-        } catch {
-            throw KeychainError(error)
+        guard let service = serviceName else { throw .serviceRequired }
+        return try keepingVaultInStep(items: [(service, key)], changed: { $0 }) { () throws(KeychainError) in
+            guard let located = try locate(key, in: scope) else { return false }
+            do throws(KeyctlError) {
+                return try unlessGone { () throws(KeyctlError) in try DeadlineRecords.setTimeout(seconds, of: located.item) } != nil
+            } catch {
+                throw KeychainError(error)
+            }
         }
     }
 
@@ -155,6 +173,13 @@ extension Keychain {
         guard let fromService = serviceName, let toService = target.serviceName else { throw .serviceRequired }
         if case .shared(let shared) = try resolve(forWriting: true) { throw .ownerOnly(shared, action: "rename items") }
         if case .shared(let shared) = try target.resolve(forWriting: true) { throw .ownerOnly(shared, action: "add items") }
+        return try keepingVaultInStep(items: [(fromService, key), (toService, newKey)], changed: { $0 }) { () throws(KeychainError) in
+            try renameInKernel(key, of: fromService, to: newKey, in: target, toService: toService, replacing: replacing)
+        }
+    }
+
+    private func renameInKernel(_ key: KeyName, of fromService: KeyName, to newKey: KeyName, in target: Keychain,
+                                toService: KeyName, replacing: Bool) throws(KeychainError) -> Bool {
         guard let moving = try item(key), let level = moving.accessibility else { return false }
         if fromService == toService && key == newKey { return true }
         var value: [UInt8] = []
@@ -198,6 +223,14 @@ extension Keychain {
         if service == newService { return }
         let target = try Keychain(service: newService)
         guard try target.allKeyNames().isEmpty else { throw .alreadyExists(service: newService.description, name: nil) }
+        let saved = (try? Vault.forWriting())?.itemNames(in: service) ?? []
+        let items = saved.map { (service: service, name: $0) } + saved.map { (service: newService, name: $0) }
+        try keepingVaultInStep(items: items, changed: { true }) { () throws(KeychainError) in
+            try renameServiceInKernel(service, to: newService)
+        }
+    }
+
+    private func renameServiceInKernel(_ service: KeyName, to newService: KeyName) throws(KeychainError) {
         let rings = try ServiceKeyring.rings(of: service, startingWith: accessibility)
         guard !rings.isEmpty else { throw .noSuchService(service.description) }
         for ring in rings {

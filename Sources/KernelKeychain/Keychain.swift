@@ -41,6 +41,10 @@ public struct Keychain: Sendable, Hashable {
     public let owner: UInt32?
     /// Whether a write that first shares the service lets the group change its items.
     public var groupWritable: Bool
+    /// Whether items written through this keychain stay in the kernel only: with a
+    /// ``Vault``, other writes are also saved to it to come back after a reboot; an
+    /// ephemeral write is not (and removes a saved copy), as kc behaves without a vault.
+    public var isEphemeral: Bool = false
 
     /// A keychain for `service`.
     ///
@@ -113,6 +117,13 @@ public struct Keychain: Sendable, Hashable {
         return copy
     }
 
+    /// This keychain, writing items to the kernel only (true) or to the vault as well.
+    public func ephemeral(_ ephemeral: Bool = true) -> Keychain {
+        var copy = self
+        copy.isEphemeral = ephemeral
+        return copy
+    }
+
     /// This keychain, giving items it writes a lifetime.
     public func timeout(_ timeout: Duration?) throws(KeychainError) -> Keychain {
         if let timeout { _ = try timeoutSeconds(timeout) }
@@ -132,7 +143,10 @@ public struct Keychain: Sendable, Hashable {
     public func withBytes<R>(forKey key: some KeyNameConvertible, _ body: (UnsafeRawBufferPointer) -> R) throws(KeychainError) -> R? {
         let key = key.keyName
         try validateName(key, as: .item)
-        guard let located = try locate(key, in: resolve(forWriting: false)) else { return nil }
+        let scope = try resolve(forWriting: false)
+        var found = try locate(key, in: scope)
+        if found == nil { found = try reloadedFromVault(key, in: scope) }
+        guard let located = found else { return nil }
         do {
             return try located.item.withPayload(body)
         } catch {
@@ -228,12 +242,16 @@ public struct Keychain: Sendable, Hashable {
         case .shared(let shared):
             return try remove(key, from: shared)
         case .own(let service):
-            var removed: [KeySerial] = []
-            for copy in try copies(of: key, in: ServiceKeyring.rings(of: service, startingWith: accessibility)) {
-                if try unlinkIgnoringGone(copy.item, from: copy.ring.serial) { removed.append(copy.item) }
+            return try changingVault { () throws(KeychainError) in
+                var removed: [KeySerial] = []
+                for copy in try copies(of: key, in: ServiceKeyring.rings(of: service, startingWith: accessibility)) {
+                    if try unlinkIgnoringGone(copy.item, from: copy.ring.serial) { removed.append(copy.item) }
+                }
+                DeadlineRecords.forget(removed)
+                return !removed.isEmpty
+            } then: { vault, removed in
+                vault.removeItem(key, in: service) || removed
             }
-            DeadlineRecords.forget(removed)
-            return !removed.isEmpty
         }
     }
 
@@ -247,14 +265,18 @@ public struct Keychain: Sendable, Hashable {
         case .shared(let shared):
             throw .ownerOnly(shared, action: "remove the whole service")
         case .own(let service):
-            for ring in try ServiceKeyring.rings(of: service, startingWith: accessibility) {
-                DeadlineRecords.forget((try? ring.serial.linkedKeys()) ?? [])
-                do throws(KeyctlError) {
-                    _ = try unlessGone { () throws(KeyctlError) in try ring.serial.clear() }
-                } catch {
-                    throw KeychainError(error)
+            try changingVault { () throws(KeychainError) in
+                for ring in try ServiceKeyring.rings(of: service, startingWith: accessibility) {
+                    DeadlineRecords.forget((try? ring.serial.linkedKeys()) ?? [])
+                    do throws(KeyctlError) {
+                        _ = try unlessGone { () throws(KeyctlError) in try ring.serial.clear() }
+                    } catch {
+                        throw KeychainError(error)
+                    }
+                    _ = try unlinkIgnoringGone(ring.serial, from: ring.anchor.serial())
                 }
-                _ = try unlinkIgnoringGone(ring.serial, from: ring.anchor.serial())
+            } then: { vault, _ in
+                vault.removeService(service)
             }
         }
     }
@@ -463,7 +485,41 @@ public struct Keychain: Sendable, Hashable {
         }.get()
     }
 
+    /// With a vault (and unless ephemeral), the item's file is written first, to a
+    /// temporary file flushed to disk (a full disk fails here, before the kernel
+    /// changed), then the kernel, then the file is renamed into place: a crash leaves
+    /// the old value or the new one, never neither. All under the vault's lock, so the
+    /// last writer wins in both.
     internal func store(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline? = nil) throws(KeychainError) {
+        guard let vault = try Vault.forWriting(), case .own(let service) = try resolve(forWriting: true) else {
+            return try storeInKernel(bytes, forKey: key, until: deadline)
+        }
+        try validateName(key, as: .item)
+        guard !bytes.isEmpty else { throw .emptyValue }
+        guard bytes.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: bytes.count) }
+        let timeoutDeadline = try timeout.map { (timeout) throws(KeychainError) in Deadline.fromNow(seconds: UInt64(try timeoutSeconds(timeout))) }
+        let effective = deadline ?? timeoutDeadline
+        try vault.directory.withLock { () throws(KeychainError) in
+            if isEphemeral {
+                try VaultHooks.suspended { () throws(KeychainError) in try storeInKernel(bytes, forKey: key, until: effective) }
+                vault.removeItem(key, in: service)
+                return
+            }
+            var record = VaultRecord(service: service, name: key, accessibility: accessibility, deadline: effective, value: Array(bytes))
+            defer { record.value.overwriteWithZeros() }
+            let staged = try vault.stage(record)
+            do throws(KeychainError) {
+                try VaultHooks.suspended { () throws(KeychainError) in try storeInKernel(bytes, forKey: key, until: effective) }
+            } catch {
+                vault.directory.remove(staged.path)
+                throw error
+            }
+            try vault.commit(staged, for: record)
+        }
+    }
+
+    /// The kernel part of ``store(_:forKey:until:)``.
+    private func storeInKernel(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
         try validateName(key, as: .item)
         guard !bytes.isEmpty else { throw .emptyValue }
         guard bytes.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: bytes.count) }

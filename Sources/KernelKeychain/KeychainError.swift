@@ -74,6 +74,33 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A rename's target exists: an item (`name`), or a service with items (`name` nil).
     case alreadyExists(service: String, name: String?)
 
+    // The vault (see ``Vault``).
+
+    /// The item is not in the kernel but the vault holds it, and the vault is locked.
+    case vaultLocked(service: String, item: String)
+    /// No vault here: `kc vault init` makes one.
+    case vaultNotInitialized(path: String)
+    /// `kc vault init` where a vault exists.
+    case vaultAlreadyExists(path: String)
+    /// The passphrase does not open the vault's identity. Nothing was loaded or changed.
+    case wrongPassphrase(path: String)
+    /// An empty passphrase.
+    case weakPassphrase
+    /// A scrypt work factor outside 10...22.
+    case invalidWorkFactor(Int)
+    /// A vault file or folder that kc will not use: another uid's, open to others, a link.
+    case vaultUnsafe(path: String, problem: String, fix: String)
+    /// A file of the vault could not be read or written (`reason`: the errno's text).
+    case vaultIOFailed(path: String, action: String, reason: String)
+    /// A vault file that is not a well-formed age file for this vault.
+    case vaultCrypto(path: String, String)
+    /// A device-only item cannot be encrypted yet: the vault was copied here from
+    /// another machine and not unlocked on this one.
+    case vaultNotUnlockedOnThisMachine(path: String)
+
+    /// `kc unlock --pam` could not become the PAM user.
+    case cannotSwitchUser(user: String, reason: String)
+
     /// The biggest value a `user` key accepts.
     public static let maximumValueSize = 32767
 
@@ -153,6 +180,28 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
         case .alreadyExists(let service, let name):
             if let name { return "item '\(name)' already exists in service '\(service)'; remove it first (kc rm \(service) \(name)) or choose another name" }
             return "service '\(service)' already has items; remove them first (kc rm) or choose another name"
+        case .vaultLocked(let service, let item):
+            return "no item '\(item)' in service '\(service)' in the kernel: the vault holds it but is locked; run 'kc unlock'"
+        case .vaultNotInitialized(let path):
+            return "no vault at \(path); create one with 'kc vault init' (or set XDG_DATA_HOME to where yours is)"
+        case .vaultAlreadyExists(let path):
+            return "a vault already exists at \(path); change its passphrase with 'kc vault passwd', or set XDG_DATA_HOME to make another"
+        case .wrongPassphrase(let path):
+            return "wrong passphrase for the vault at \(path): nothing was loaded or changed; try again"
+        case .weakPassphrase:
+            return "empty passphrase: the vault needs one to seal its key; type one at the prompt or pass it with --passphrase-fd"
+        case .invalidWorkFactor(let factor):
+            return "invalid work factor \(factor): use 10 to 22 (scrypt N = 2^factor; age 1.1.1 refuses more than 22)"
+        case .vaultUnsafe(let path, let problem, let fix):
+            return "refusing the vault: \(path) \(problem); \(fix)"
+        case .vaultIOFailed(let path, let action, let reason):
+            return "cannot \(action) \(path): \(reason); nothing was changed (free space or fix the folder, then try again)"
+        case .vaultCrypto(let path, let reason):
+            return "vault file \(path) is not usable: \(reason); restore it from a backup of the vault folder"
+        case .vaultNotUnlockedOnThisMachine(let path):
+            return "device-only items cannot be saved to the vault at \(path) yet: it came from another machine; run 'kc unlock' once here"
+        case .cannotSwitchUser(let user, let reason):
+            return "cannot become user '\(user)': \(reason); nothing was loaded (run pam_exec without seteuid)"
         case .sharedWithAnotherGroup(let service, let current, let requested):
             return "'\(service)' is already shared with group '\(current.name)'; to share it with '\(requested.name)' instead run 'kc share \(service) --group \(requested.name)'"
         }

@@ -26,7 +26,8 @@ func standardError(_ line: String) {
 func fail(_ error: KeychainError) -> ExitCode {
     standardError("kc: \(error)")
     switch error {
-    case .invalidName, .invalidTimeout: return ExitStatus.usage
+    case .invalidName, .invalidTimeout, .invalidWorkFactor: return ExitStatus.usage
+    case .vaultLocked: return ExitStatus.notFound
     default: return ExitStatus.failure
     }
 }

@@ -35,8 +35,11 @@ extension KC {
             valueName: "level"))
         var level: Accessibility.Level = .whenUnlocked
 
-        @Flag(help: "Mark the item as device-only: 'kc export' never writes it out.")
+        @Flag(help: "Mark the item as device-only: 'kc export' never writes it out, and the vault binds it to this machine.")
         var thisDeviceOnly = false
+
+        @Flag(help: "Keep the item in the kernel only, even with a vault: it is gone at reboot (and a saved copy is removed).")
+        var ephemeral = false
 
         @Option(help: ArgumentHelp(
             "Let the kernel expire the item after this long: 90s, 15m, 2h, 7d, 1w, or a run such as 1h30m.",
@@ -60,12 +63,15 @@ extension KC {
             // Group and owner are checked before the value is asked for.
             let keychain = try shared.keychain(
                 item.serviceName, accessibility: Accessibility(level: level, thisDeviceOnly: thisDeviceOnly),
-                timeout: timeout, groupWritable: groupWritable)
+                timeout: timeout, groupWritable: groupWritable).ephemeral(ephemeral)
             var value = try readValue()
             defer { value.overwriteWithZeros() }
             let key = try item.keyName
             try reporting { () throws(KeychainError) in try keychain.set(value, forKey: key) }
             let service = try item.serviceName
+            if level == .always && !ephemeral, let vault = try? Vault.atDefaultLocation(), vault.exists, (try? vault.status().hasHostKey) != true {
+                standardError("kc: note: without a host key (sudo kc vault host-init) always items come back after a reboot at your first 'kc unlock', not at boot")
+            }
             let ownShared = { (try? Keychain(service: service).sharing()) != nil }
             if keychain.accessGroup != nil && level == .whenUnlocked && ownShared() {
                 standardError("kc: note: '\(service)' is shared from this login session's keyring (when-unlocked): the group loses it when the session ends; store it with --access after-first-unlock to keep it while you are logged in anywhere")

@@ -1,0 +1,78 @@
+import Age
+import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The machine's key for `always` items at boot (`kc vault host-init`, as root).
+///
+/// `always` means readable from boot, before anyone logs in (services, cron). Nobody
+/// types a passphrase then, so with a host key each user's `always` items are also
+/// encrypted to it, and a root unit (`kc-vault-boot.service`) loads them into each
+/// user's persistent keyring at boot. Root holds the key, so root can read `always`
+/// items at rest, as root can read them in the kernel anyway (SECURITY.md). Without a
+/// host key, `always` items come back at the user's first unlock.
+public enum HostKey {
+    /// Where the key lives (`/var/lib/kc`, or `KC_HOST_KEY_DIR`).
+    public static var folder: String { VaultKeys.hostKeyFolder.description }
+
+    /// Makes the host key if there is none: `host-identity` (0600) and
+    /// `host-recipient` (0644), in a root-owned 0755 folder. Returns the recipient and
+    /// whether it was made now.
+    public static func create() throws(KeychainError) -> (recipient: String, created: Bool) {
+        guard geteuid() == 0 else { throw .cannotSwitchUser(user: "root", reason: "the host key is root's: run 'sudo kc vault host-init'") }
+        if let existing = VaultKeys.hostRecipient() { return (existing.encoded, false) }
+        let directory = VaultDirectory(root: VaultKeys.hostKeyFolder, owner: 0)
+        _ = try directory.root.withCString { mkdir($0, 0o755) }
+        let identity = AgeX25519Identity.generate()
+        var text = Array(("# kc host key: root only\n" + identity.encoded + "\n").utf8)
+        defer { text.overwriteWithZeros() }
+        try directory.commit(directory.stage(text), to: directory.root.appending("host-identity"))
+        let recipient = directory.root.appending("host-recipient")
+        try directory.commit(directory.stage(Array((identity.recipient.encoded + "\n").utf8)), to: recipient)
+        _ = try recipient.withCString { chmod($0, 0o644) }
+        return (identity.recipient.encoded, true)
+    }
+
+    /// The host identity; root only.
+    static func identity() throws(KeychainError) -> AgeX25519Identity {
+        let directory = VaultDirectory(root: VaultKeys.hostKeyFolder, owner: 0)
+        let file = directory.root.appending("host-identity")
+        guard var text = try directory.read(file) else {
+            throw .vaultNotInitialized(path: file.description + " (run 'sudo kc vault host-init')")
+        }
+        defer { text.overwriteWithZeros() }
+        let identities: [AgeX25519Identity]
+        do throws(AgeError) {
+            identities = try Age.identities(inIdentityFile: text)
+        } catch {
+            throw .vaultCrypto(path: file.description, error.description)
+        }
+        guard let identity = identities.first else { throw .vaultCrypto(path: file.description, "holds no identity") }
+        return identity
+    }
+
+    /// Users with `always` items in a vault at the default place in their home.
+    public static func usersWithAlwaysItems() -> [String] {
+        LocalDatabase.users().filter { account in
+            let items = VaultPath(account.home).appending(".local/share/kc/items")
+            return [Accessibility.always, .alwaysThisDeviceOnly].contains { level in
+                !VaultDirectory(root: items, owner: account.uid).entries(of: items.appending(level.name)).isEmpty
+            }
+        }.map(\.name)
+    }
+
+    /// At boot, as root: becomes `user` and loads that user's `always` items into their
+    /// persistent keyring with the host key. Files not encrypted to the host key (saved
+    /// before `host-init`) wait for the user's next unlock, which encrypts them to it.
+    public static func loadAlwaysItems(of user: String) throws(KeychainError) -> VaultUnlockReport {
+        let identity = try identity()
+        try PAMUser.become(user, newSession: true)
+        let vault = try Vault.atDefaultLocation()
+        try vault.requireExisting()
+        return try vault.load(with: [identity], levels: [.always], stash: nil, boot: true)
+    }
+}

@@ -1,0 +1,132 @@
+import Age
+import Keyrings
+
+/// Whether writes skip the vault: while the vault itself loads items into the kernel
+/// or drops them from it, and inside a write that updates the vault itself afterwards.
+internal enum VaultHooks {
+    @TaskLocal static var isSuspended = false
+
+    static func suspended<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
+        try $isSuspended.withValue(true) { Result { () throws(KeychainError) in try body() } }.get()
+    }
+}
+
+/// The write side: what `Keychain`'s writes call to keep the item's file in step.
+extension Vault {
+    /// The vault a write keeps in step: nil when there is none (nothing is written to
+    /// disk then), or while hooks are suspended. A vault that is not safe to use (owned
+    /// by another uid, loose permissions) fails the write.
+    internal static func forWriting() throws(KeychainError) -> Vault? {
+        if VaultHooks.isSuspended { return nil }
+        guard let root = VaultDirectory.defaultRoot() else { return nil }
+        let vault = Vault(directory: VaultDirectory(root: root))
+        guard vault.exists else { return nil }
+        try vault.directory.checkOwnership()
+        return vault
+    }
+
+    /// Encrypts the record and writes it to a new file in `tmp/`, flushed to disk.
+    internal func stage(_ record: VaultRecord) throws(KeychainError) -> VaultDirectory.StagedFile {
+        let recipients = try recipients(for: record.accessibility)
+        var plain = record.encoded()
+        defer { plain.overwriteWithZeros() }
+        let sealed: [UInt8]
+        do throws(AgeError) { sealed = try Age.encrypt(plain, to: recipients) } catch { throw .vaultCrypto(path: path, error.description) }
+        return try directory.stage(sealed)
+    }
+
+    /// Who can open an item's file: the vault (or, for a device-only item, this
+    /// machine's device key), and for `always` items the host key if root made one.
+    internal func recipients(for accessibility: Accessibility) throws(KeychainError) -> [AgeX25519Recipient] {
+        var recipients: [AgeX25519Recipient] = []
+        if accessibility.isThisDeviceOnly {
+            guard let device = try deviceRecipient() else { throw .vaultNotUnlockedOnThisMachine(path: path) }
+            recipients.append(device)
+        } else {
+            recipients.append(try recipient())
+        }
+        if accessibility.level == .always, let host = VaultKeys.hostRecipient() { recipients.append(host) }
+        return recipients
+    }
+
+    /// Puts a staged record in place, and removes the item's files at other levels.
+    internal func commit(_ staged: VaultDirectory.StagedFile, for record: VaultRecord) throws(KeychainError) {
+        try directory.commit(staged, to: directory.itemFile(record.accessibility, record.service, record.name))
+        for other in Accessibility.allCases where other != record.accessibility {
+            let file = directory.itemFile(other, record.service, record.name)
+            if directory.remove(file) { directory.removeIfEmpty(file.parent) }
+        }
+    }
+
+    /// Writes a record whole (stage and commit).
+    internal func write(_ record: VaultRecord) throws(KeychainError) {
+        try commit(stage(record), for: record)
+    }
+
+    /// The levels at which the item has a file.
+    internal func levels(ofItem name: KeyName, in service: KeyName) -> [Accessibility] {
+        Accessibility.allCases.filter { directory.isFile(directory.itemFile($0, service, name)) }
+    }
+
+    /// Removes the item's files; true if there were any.
+    @discardableResult
+    internal func removeItem(_ name: KeyName, in service: KeyName) -> Bool {
+        var removed = false
+        for accessibility in Accessibility.allCases {
+            let file = directory.itemFile(accessibility, service, name)
+            if directory.remove(file) {
+                removed = true
+                directory.removeIfEmpty(file.parent)
+            }
+        }
+        return removed
+    }
+
+    /// The names of the service's items on disk, at every level.
+    internal func itemNames(in service: KeyName) -> [KeyName] {
+        var names = Set<KeyName>()
+        for accessibility in Accessibility.allCases {
+            for name in directory.entries(of: directory.serviceFolder(accessibility, service)) { names.insert(KeyName(bytes: name)) }
+        }
+        return names.sorted()
+    }
+
+    /// Removes every file of the service.
+    internal func removeService(_ service: KeyName) {
+        for accessibility in Accessibility.allCases { directory.removeTree(directory.serviceFolder(accessibility, service)) }
+    }
+
+    /// Makes the item's file say what the kernel holds now (value, level, deadline), or
+    /// removes it if the kernel has no such item of the caller's.
+    internal func rewriteFromKernel(_ name: KeyName, in service: KeyName) throws(KeychainError) {
+        try VaultHooks.suspended { () throws(KeychainError) in
+            let keychain = try Keychain(service: service)
+            guard let item = try keychain.item(name), let accessibility = item.accessibility,
+                  var value = try keychain.data(forKey: name)
+            else {
+                removeItem(name, in: service)
+                return
+            }
+            defer { value.overwriteWithZeros() }
+            var record = VaultRecord(service: service, name: name, accessibility: accessibility, deadline: item.deadline, value: value)
+            defer { record.value.overwriteWithZeros() }
+            try write(record)
+        }
+    }
+}
+
+extension VaultDirectory {
+    /// Whether a regular file is there (not following links).
+    func isFile(_ path: VaultPath) -> Bool {
+        (try? path.withCString { cPath in
+            var info = stat()
+            return lstat(cPath, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
+        }) ?? false
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif

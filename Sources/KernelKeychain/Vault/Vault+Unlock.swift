@@ -1,0 +1,288 @@
+import Age
+import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// What an unlock did, item by item where something went wrong.
+public struct VaultUnlockReport: Sendable {
+    /// Items put into the kernel, by level.
+    public var loaded: [Accessibility.Level: Int] = [:]
+    /// Items the kernel already held with the vault's value (an unlock twice).
+    public var alreadyLoaded = 0
+    /// Items whose file was rewritten from the kernel, which held a newer value (a
+    /// write that was interrupted after its kernel change).
+    public var updatedFromKernel = 0
+    /// Items past their deadline: not loaded, and their files removed.
+    public var expiredRemoved = 0
+    /// Items at levels this unlock does not load (the PAM steps load some levels each).
+    public var waiting = 0
+    /// Files that could not be read or opened, by path, with the reason; the rest loaded.
+    public var unreadable: [Problem] = []
+    /// Items the kernel refused to take because the key quota is full.
+    public var notLoadedForQuota: [String] = []
+    /// Items that failed to load for another reason.
+    public var failed: [Problem] = []
+    /// At boot: files the host key cannot open wait for the user's unlock.
+    internal var waitingForUnlock = false
+    /// The uid's key quota after the unlock, when something did not fit.
+    public var quota: KeyQuota?
+
+    public struct Problem: Sendable, Hashable {
+        public var what: String
+        public var reason: String
+    }
+
+    public var loadedCount: Int { loaded.values.reduce(0, +) }
+    public var isClean: Bool { unreadable.isEmpty && notLoadedForQuota.isEmpty && failed.isEmpty }
+}
+
+extension Vault {
+    /// Every level: what `kc unlock` loads.
+    public static let allLevels = Set(Accessibility.Level.allCases)
+
+    /// Opens the identity with the passphrase, keeps it in the user keyring while the
+    /// vault is unlocked, and loads every item at `levels` into the kernel: each into the
+    /// keyring of its level, with its deadline. Items the kernel already holds are left
+    /// as they are (the kernel's value is the newer; its file is rewritten if they
+    /// differ); expired items are removed. Unreadable files are reported by name and
+    /// the rest still load.
+    ///
+    /// - Throws: ``KeychainError/wrongPassphrase(path:)`` (nothing is loaded then) and the
+    ///   vault's file errors.
+    public func unlock(passphrase: [UInt8], levels: Set<Accessibility.Level> = Vault.allLevels) throws(KeychainError) -> VaultUnlockReport {
+        try requireExisting()
+        let identity: AgeX25519Identity
+        do {
+            identity = try self.identity(passphrase: passphrase)
+        } catch {
+            recordStatus(unlocked: false, error: error.description)
+            throw error
+        }
+        return try load(with: Self.identities(for: identity), levels: levels, stash: identity)
+    }
+
+    /// Loads the items at `levels` with the identity an earlier unlock left in the user
+    /// keyring (the PAM session step, which has no password). Nil if the vault is locked.
+    public func unlockWithStashedIdentity(levels: Set<Accessibility.Level>) throws(KeychainError) -> VaultUnlockReport? {
+        try requireExisting()
+        guard let identity = VaultKeys.stashed(for: directory) else { return nil }
+        return try load(with: Self.identities(for: identity), levels: levels, stash: nil)
+    }
+
+    /// Locks the vault: forgets the identity and drops the items at `levels` that the
+    /// vault holds from the kernel (as a screen lock would; items stored with
+    /// `--ephemeral` stay). Returns how many items were dropped and whether it was
+    /// unlocked.
+    @discardableResult
+    public func lock(levels: Set<Accessibility.Level> = [.whenUnlocked]) throws(KeychainError) -> (dropped: Int, wasUnlocked: Bool) {
+        try requireExisting()
+        return try directory.withLock { () throws(KeychainError) in
+            let wasUnlocked = VaultKeys.removeStash(for: directory)
+            var dropped = 0
+            try VaultHooks.suspended { () throws(KeychainError) in
+                for accessibility in Accessibility.allCases where levels.contains(accessibility.level) {
+                    for (service, name) in files(at: accessibility) {
+                        let keychain = try Keychain(service: service).accessibility(accessibility)
+                        if try keychain.remove(name) { dropped += 1 }
+                    }
+                }
+            }
+            return (dropped, wasUnlocked)
+        }
+    }
+
+    /// The services and names of the files at one level.
+    internal func files(at accessibility: Accessibility) -> [(service: KeyName, name: KeyName)] {
+        let level = directory.levelFolder(accessibility)
+        var found: [(service: KeyName, name: KeyName)] = []
+        for service in directory.entries(of: level) {
+            for name in directory.entries(of: level.appending(bytes: service)) {
+                found.append((KeyName(bytes: service), KeyName(bytes: name)))
+            }
+        }
+        return found
+    }
+
+    /// The vault's identity and, on a machine with an id, its device-only identity.
+    static func identities(for identity: AgeX25519Identity) -> [AgeX25519Identity] {
+        guard let machine = VaultKeys.machineID(), let device = try? VaultKeys.deviceIdentity(from: identity, machineID: machine) else {
+            return [identity]
+        }
+        return [identity, device]
+    }
+
+    /// Loads the items at `levels` that `identities` open. With `stash` (an unlock with
+    /// the passphrase), the identity is kept in the user keyring first, and `always`
+    /// files are encrypted again to a host key made since they were written. `boot`:
+    /// the host key's load at boot, where files it cannot open just wait.
+    internal func load(with identities: [AgeX25519Identity], levels: Set<Accessibility.Level>, stash: AgeX25519Identity?,
+                       boot: Bool = false) throws(KeychainError) -> VaultUnlockReport {
+        try directory.withLock { () throws(KeychainError) in
+            var hostToAdd: AgeX25519Recipient? = nil
+            if let identity = stash {
+                try VaultKeys.stash(identity, for: directory)
+                try? recordDeviceRecipient(for: identity)
+                hostToAdd = hostRecipientNotYetUsed()
+            }
+            // Files a writer staged but never put in place (it was killed): under the
+            // lock no write is in progress.
+            for name in directory.entries(of: directory.temporaryFolder) { directory.remove(directory.temporaryFolder.appending(bytes: name)) }
+
+            var report = VaultUnlockReport()
+            report.waitingForUnlock = boot
+            var byItem: [ItemKey: [(Accessibility, VaultPath)]] = [:]
+            var order: [ItemKey] = []
+            for accessibility in Accessibility.allCases {
+                for (service, name) in files(at: accessibility) {
+                    let key = ItemKey(service: service, name: name)
+                    if byItem[key] == nil { order.append(key) }
+                    byItem[key, default: []].append((accessibility, directory.itemFile(accessibility, service, name)))
+                }
+            }
+            try VaultHooks.suspended { () throws(KeychainError) in
+                for key in order {
+                    guard var record = newestRecord(of: key, in: byItem[key] ?? [], identities: identities, report: &report) else { continue }
+                    defer { record.value.overwriteWithZeros() }
+                    if record.isExpired {
+                        removeItem(record.name, in: record.service)
+                        report.expiredRemoved += 1
+                        continue
+                    }
+                    if hostToAdd != nil, record.accessibility.level == .always { try? write(record) }
+                    if !levels.contains(record.accessibility.level) {
+                        report.waiting += 1
+                    } else {
+                        load(record, report: &report)
+                    }
+                }
+            }
+            if let host = hostToAdd { try? directory.commit(directory.stage(Array((host.encoded + "\n").utf8)), to: directory.hostRecipientFile) }
+            if !report.notLoadedForQuota.isEmpty { report.quota = KeyQuota.current() }
+            let problems = report.unreadable.map { "\($0.what): \($0.reason)" } + report.failed.map { "\($0.what): \($0.reason)" }
+                + (report.notLoadedForQuota.isEmpty ? [] : ["\(report.notLoadedForQuota.count) items did not fit in the key quota"])
+            recordStatus(unlocked: true, error: problems.isEmpty ? nil : problems.joined(separator: "; "))
+            return report
+        }
+    }
+
+    /// Loads one item with the stashed identity (a read missed it in the kernel).
+    /// False if the vault is locked.
+    internal func reload(_ name: KeyName, in service: KeyName) throws(KeychainError) -> Bool {
+        guard let identity = VaultKeys.stashed(for: directory) else { return false }
+        let identities = Self.identities(for: identity)
+        try directory.withLock { () throws(KeychainError) in
+            let files = Accessibility.allCases.map { ($0, directory.itemFile($0, service, name)) }.filter { directory.isFile($0.1) }
+            var report = VaultUnlockReport()
+            try VaultHooks.suspended { () throws(KeychainError) in
+                guard var record = newestRecord(of: ItemKey(service: service, name: name), in: files, identities: identities, report: &report) else { return }
+                defer { record.value.overwriteWithZeros() }
+                if record.isExpired {
+                    removeItem(name, in: service)
+                } else {
+                    load(record, report: &report)
+                }
+            }
+            if let problem = report.unreadable.first ?? report.failed.first {
+                throw .vaultCrypto(path: problem.what, problem.reason)
+            }
+            if !report.notLoadedForQuota.isEmpty {
+                throw .notEnoughQuota(what: "\(service)/\(name) from the vault", keys: 1, bytes: 0, usage: KeyQuota.current() ?? KeyQuota(uid: getuid(), keys: 0, maxKeys: 0, bytes: 0, maxBytes: 0))
+            }
+        }
+        return true
+    }
+
+    private struct ItemKey: Hashable {
+        var service: KeyName
+        var name: KeyName
+    }
+
+    /// Opens the item's files; if a crash left it at two levels, the newer write wins
+    /// and the other file goes.
+    private func newestRecord(of key: ItemKey, in files: [(Accessibility, VaultPath)], identities: [AgeX25519Identity],
+                              report: inout VaultUnlockReport) -> VaultRecord? {
+        var newest: (record: VaultRecord, file: VaultPath)? = nil
+        var older: [VaultPath] = []
+        for (accessibility, file) in files {
+            guard let record = open(file, identities: identities, report: &report) else { continue }
+            guard record.service == key.service, record.name == key.name, record.accessibility == accessibility else {
+                report.unreadable.append(.init(what: file.description, reason: "holds another item (\(record.service)/\(record.name), \(record.accessibility.name)): it was renamed or moved on disk; not loaded"))
+                continue
+            }
+            if let current = newest {
+                if record.written > current.record.written {
+                    older.append(current.file)
+                    newest = (record, file)
+                } else {
+                    older.append(file)
+                }
+            } else {
+                newest = (record, file)
+            }
+        }
+        for file in older { directory.remove(file) }
+        return newest?.record
+    }
+
+    /// Decrypts and parses one file; nil (and a report line) if it cannot be.
+    private func open(_ file: VaultPath, identities: [AgeX25519Identity], report: inout VaultUnlockReport) -> VaultRecord? {
+        let sealed: [UInt8]
+        do {
+            guard let bytes = try directory.read(file) else { return nil }  // removed meanwhile
+            sealed = bytes
+        } catch {
+            report.unreadable.append(.init(what: file.description, reason: error.description))
+            return nil
+        }
+        var plain: [UInt8]
+        do {
+            plain = try Age.decrypt(sealed, identities: identities)
+        } catch .noMatchingIdentity {
+            if report.waitingForUnlock {
+                report.waiting += 1
+                return nil
+            }
+            let deviceOnly = file.description.contains("+this-device-only/")
+            report.unreadable.append(.init(what: file.description, reason: deviceOnly
+                ? "is encrypted to another machine's device key (device-only items do not move with the vault); remove it if it is not wanted"
+                : "is encrypted to another key, not this vault's; remove it or restore it from the vault it came from"))
+            return nil
+        } catch {
+            report.unreadable.append(.init(what: file.description, reason: "is damaged (\(error)); restore it from a backup, or remove it"))
+            return nil
+        }
+        defer { plain.overwriteWithZeros() }
+        guard let record = VaultRecord(decoding: plain) else {
+            report.unreadable.append(.init(what: file.description, reason: "opens but is not a kc vault item; remove it"))
+            return nil
+        }
+        return record
+    }
+
+    /// Puts one item into the kernel, unless the kernel has it already.
+    private func load(_ record: VaultRecord, report: inout VaultUnlockReport) {
+        let what = "\(record.service)/\(record.name)"
+        do {
+            let keychain = try Keychain(service: record.service).accessibility(record.accessibility)
+            if let present = try keychain.item(record.name) {
+                if try keychain.matches(record.value, forKey: record.name), present.accessibility == record.accessibility {
+                    report.alreadyLoaded += 1
+                } else {
+                    try rewriteFromKernel(record.name, in: record.service)
+                    report.updatedFromKernel += 1
+                }
+                return
+            }
+            try keychain.set(record.value, forKey: record.name, until: record.deadline)
+            report.loaded[record.accessibility.level, default: 0] += 1
+        } catch .quotaExceeded {
+            report.notLoadedForQuota.append(what)
+        } catch {
+            report.failed.append(.init(what: what, reason: error.description))
+        }
+    }
+}

@@ -1,0 +1,230 @@
+import Age
+import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The encrypted copy of the keychain on disk that brings items back after a reboot.
+///
+/// The kernel stays where items are read: ``Keychain`` reads never touch the vault.
+/// Every write through kc (library, CLI, mount) also writes the item's file, encrypted
+/// to the vault's public key, so no passphrase is needed to store; ``unlock(passphrase:levels:)``
+/// decrypts the files and loads each item into the keyring of its level. Without a
+/// vault (before `kc vault init`), kc writes nothing to disk.
+///
+/// Files are age v1 files (see the `Age` module): `age -d -i IDENTITY` opens them.
+public struct Vault: Sendable {
+    internal let directory: VaultDirectory
+
+    /// The vault's folder.
+    public var path: String { directory.root.description }
+
+    /// The default scrypt work factor of the passphrase: age's own (2^18, about a
+    /// quarter of a second and 256 MiB here), which age 1.1.1 also accepts (it refuses
+    /// more than 2^22).
+    public static let defaultWorkFactor = 18
+    public static let maximumWorkFactor = 22
+
+    internal init(directory: VaultDirectory) { self.directory = directory }
+
+    /// The caller's vault location (it may not exist yet): `$XDG_DATA_HOME/kc`, else
+    /// `~/.local/share/kc`.
+    public static func atDefaultLocation() throws(KeychainError) -> Vault {
+        guard let root = VaultDirectory.defaultRoot() else { throw .vaultNotInitialized(path: "~/.local/share/kc") }
+        return Vault(directory: VaultDirectory(root: root))
+    }
+
+    /// The vault in this folder.
+    public init(path: String) { directory = VaultDirectory(root: VaultPath(path)) }
+
+    /// Whether `kc vault init` made this vault.
+    public var exists: Bool { directory.exists }
+
+    /// Whether the vault is unlocked: its identity is in the user keyring.
+    public var isUnlocked: Bool { VaultKeys.stashKey(for: directory) != nil }
+
+    // MARK: Making one
+
+    /// Makes the vault: a new identity, sealed with the passphrase at `2^workFactor`
+    /// scrypt, and its public key beside it. The vault is left unlocked.
+    ///
+    /// - Throws: ``KeychainError/vaultAlreadyExists(path:)``, ``KeychainError/weakPassphrase``,
+    ///   ``KeychainError/invalidWorkFactor(_:)`` and file errors.
+    public static func create(at vault: Vault? = nil, passphrase: [UInt8], workFactor: Int = defaultWorkFactor) throws(KeychainError) -> Vault {
+        let vault = if let vault { vault } else { try atDefaultLocation() }
+        guard !passphrase.isEmpty else { throw .weakPassphrase }
+        guard (10...maximumWorkFactor).contains(workFactor) else { throw .invalidWorkFactor(workFactor) }
+        let directory = vault.directory
+        if directory.exists { throw .vaultAlreadyExists(path: vault.path) }
+        try directory.makeFolder(directory.root)
+        // A folder that was there already (made by hand, or another program) must be safe too.
+        try directory.checkOwnership()
+        try directory.withLock { () throws(KeychainError) in
+            let identity = AgeX25519Identity.generate()
+            var text = Array(("# kc vault identity, created \(Deadline.now)\n" + identity.encoded + "\n").utf8)
+            defer { text.overwriteWithZeros() }
+            let sealed: [UInt8]
+            do throws(AgeError) { sealed = try Age.encrypt(text, passphrase: passphrase, logN: workFactor) } catch { throw .vaultCrypto(path: directory.identityFile.description, error.description) }
+            try directory.commit(directory.stage(sealed), to: directory.identityFile)
+            try vault.recordDeviceRecipient(for: identity)
+            // Last: its presence is what makes the vault exist for writers.
+            try directory.commit(directory.stage(Array((identity.recipient.encoded + "\n").utf8)), to: directory.recipientFile)
+            try VaultKeys.stash(identity, for: directory)
+        }
+        return vault
+    }
+
+    /// Changes the passphrase: only `identity.age` is sealed again; the items, encrypted
+    /// to the identity's public key, stay as they are.
+    ///
+    /// - Throws: ``KeychainError/wrongPassphrase(path:)`` if `old` does not open it.
+    public func changePassphrase(from old: [UInt8], to new: [UInt8], workFactor: Int? = nil) throws(KeychainError) {
+        guard !new.isEmpty else { throw .weakPassphrase }
+        try requireExisting()
+        try directory.withLock { () throws(KeychainError) in
+            let sealed = try readIdentityFile()
+            let factor = try workFactor ?? (try? Age.scryptWorkFactor(of: sealed)).flatMap { $0 } ?? Vault.defaultWorkFactor
+            guard (10...Vault.maximumWorkFactor).contains(factor) else { throw .invalidWorkFactor(factor) }
+            var text = try openIdentityFile(sealed, passphrase: old)
+            defer { text.overwriteWithZeros() }
+            let resealed: [UInt8]
+            do throws(AgeError) { resealed = try Age.encrypt(text, passphrase: new, logN: factor) } catch { throw .vaultCrypto(path: directory.identityFile.description, error.description) }
+            try directory.commit(directory.stage(resealed), to: directory.identityFile)
+        }
+    }
+
+    // MARK: Status
+
+    /// What `kc vault status` shows.
+    public struct Status: Sendable {
+        public var path: String
+        public var exists: Bool
+        public var isUnlocked: Bool
+        /// Items on disk at each accessibility (from the file names; no passphrase needed).
+        public var itemCounts: [Accessibility: Int]
+        public var workFactor: Int?
+        /// Whether root set up a host key, so `always` items load at boot.
+        public var hasHostKey: Bool
+        /// The last unlock (seconds since the epoch) and the last error, from `status`.
+        public var lastUnlock: Int64?
+        public var lastError: String?
+    }
+
+    public func status() throws(KeychainError) -> Status {
+        guard exists else {
+            return Status(path: path, exists: false, isUnlocked: false, itemCounts: [:], workFactor: nil,
+                          hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: nil, lastError: nil)
+        }
+        try directory.checkOwnership()
+        var counts: [Accessibility: Int] = [:]
+        for accessibility in Accessibility.allCases {
+            let level = directory.levelFolder(accessibility)
+            counts[accessibility] = directory.entries(of: level).reduce(0) { total, service in
+                total + directory.entries(of: level.appending(bytes: service)).count
+            }
+        }
+        let factor = (try? readIdentityFile()).flatMap { try? Age.scryptWorkFactor(of: $0) }
+        let (lastUnlock, lastError) = readStatusFile()
+        return Status(path: path, exists: true, isUnlocked: isUnlocked, itemCounts: counts, workFactor: factor,
+                      hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: lastUnlock, lastError: lastError)
+    }
+
+    // MARK: Internals
+
+    internal func requireExisting() throws(KeychainError) {
+        guard exists else { throw .vaultNotInitialized(path: path) }
+        try directory.checkOwnership()
+    }
+
+    internal func readIdentityFile() throws(KeychainError) -> [UInt8] {
+        guard let sealed = try directory.read(directory.identityFile) else {
+            throw .vaultUnsafe(path: directory.identityFile.description, problem: "is missing", fix: "restore it from a backup of the vault folder")
+        }
+        return sealed
+    }
+
+    /// The identity file's text, opened with the passphrase.
+    internal func openIdentityFile(_ sealed: [UInt8], passphrase: [UInt8]) throws(KeychainError) -> [UInt8] {
+        do throws(AgeError) {
+            return try Age.decrypt(sealed, passphrase: passphrase, maximumLogN: Vault.maximumWorkFactor)
+        } catch .noMatchingIdentity {
+            throw .wrongPassphrase(path: path)
+        } catch {
+            throw .vaultCrypto(path: directory.identityFile.description, error.description)
+        }
+    }
+
+    internal func identity(passphrase: [UInt8]) throws(KeychainError) -> AgeX25519Identity {
+        var text = try openIdentityFile(try readIdentityFile(), passphrase: passphrase)
+        defer { text.overwriteWithZeros() }
+        let identities: [AgeX25519Identity]
+        do throws(AgeError) {
+            identities = try Age.identities(inIdentityFile: text)
+        } catch {
+            throw .vaultCrypto(path: directory.identityFile.description, error.description)
+        }
+        guard let identity = identities.first else {
+            throw .vaultCrypto(path: directory.identityFile.description, "holds no identity")
+        }
+        return identity
+    }
+
+    /// The vault's public key, to encrypt items to.
+    internal func recipient() throws(KeychainError) -> AgeX25519Recipient {
+        guard let bytes = try directory.read(directory.recipientFile) else { throw .vaultNotInitialized(path: path) }
+        do throws(AgeError) {
+            return try AgeX25519Recipient(parsing: String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace })
+        } catch {
+            throw .vaultCrypto(path: directory.recipientFile.description, error.description)
+        }
+    }
+
+    /// Writes `device-recipient`: this machine's id and its device-only public key.
+    internal func recordDeviceRecipient(for identity: AgeX25519Identity) throws(KeychainError) {
+        guard let machine = VaultKeys.machineID() else { return }
+        let device = try VaultKeys.deviceIdentity(from: identity, machineID: machine)
+        let text = machine + " " + device.recipient.encoded + "\n"
+        if let current = try? directory.read(directory.deviceRecipientFile), current == Array(text.utf8) { return }
+        try directory.commit(directory.stage(Array(text.utf8)), to: directory.deviceRecipientFile)
+    }
+
+    /// The host key's recipient if root made one that this vault's `always` files are
+    /// not yet encrypted to (`host-recipient` in the vault records the last one used).
+    internal func hostRecipientNotYetUsed() -> AgeX25519Recipient? {
+        guard let host = VaultKeys.hostRecipient() else { return nil }
+        let recorded = (try? directory.read(directory.hostRecipientFile)).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
+        return recorded?.filter({ !$0.isWhitespace }) == host.encoded ? nil : host
+    }
+
+    /// The device-only public key of this machine, if the vault was unlocked here.
+    internal func deviceRecipient() throws(KeychainError) -> AgeX25519Recipient? {
+        guard let machine = VaultKeys.machineID(), let bytes = try directory.read(directory.deviceRecipientFile) else { return nil }
+        let fields = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
+        guard fields.count == 2, fields[0] == machine else { return nil }
+        return try? AgeX25519Recipient(parsing: fields[1])
+    }
+
+    /// Records an unlock's outcome for `kc vault status` (best effort): the time of the
+    /// last success, and the last error (cleared by a clean unlock).
+    internal func recordStatus(unlocked: Bool, error: String?) {
+        var (lastUnlock, lastError) = readStatusFile()
+        if unlocked { lastUnlock = Deadline.now }
+        lastError = error.map { "\(Deadline.now) " + $0.filter { $0 != "\n" } } ?? (unlocked ? nil : lastError)
+        let text = (lastUnlock.map { "unlocked \($0)\n" } ?? "") + (lastError.map { "error \($0)\n" } ?? "")
+        if let staged = try? directory.stage(Array(text.utf8)) { try? directory.commit(staged, to: directory.statusFile) }
+    }
+
+    private func readStatusFile() -> (Int64?, String?) {
+        guard let bytes = try? directory.read(directory.statusFile) else { return (nil, nil) }
+        var unlocked: Int64? = nil
+        var error: String? = nil
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            if line.hasPrefix("unlocked ") { unlocked = Int64(line.dropFirst(9)) }
+            if line.hasPrefix("error ") { error = String(line.dropFirst(6)) }
+        }
+        return (unlocked, error)
+    }
+}

@@ -1,0 +1,309 @@
+import Keyrings
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A path as exact bytes: service and item names may hold any byte but `/` and NUL,
+/// and the vault names its files after them verbatim, so a String would not do.
+internal struct VaultPath: Hashable, Sendable, CustomStringConvertible {
+    var bytes: [UInt8]
+
+    init(_ text: String) { bytes = Array(text.utf8) }
+    init(bytes: [UInt8]) { self.bytes = bytes }
+
+    func appending(_ component: String) -> VaultPath { appending(bytes: Array(component.utf8)) }
+    func appending(_ name: KeyName) -> VaultPath { appending(bytes: name.bytes) }
+    func appending(bytes component: [UInt8]) -> VaultPath {
+        VaultPath(bytes: bytes + [UInt8(ascii: "/")] + component)
+    }
+
+    /// The folder holding this path.
+    var parent: VaultPath {
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")), slash > 0 else { return VaultPath("/") }
+        return VaultPath(bytes: Array(bytes[..<slash]))
+    }
+
+    var description: String { String(decoding: bytes, as: UTF8.self) }
+
+    func withCString<R>(_ body: (UnsafePointer<CChar>) throws(KeychainError) -> R) throws(KeychainError) -> R {
+        let terminated = bytes.map { CChar(bitPattern: $0) } + [0]
+        return try terminated.withUnsafeBufferPointer { buffer throws(KeychainError) in try body(buffer.baseAddress!) }
+    }
+}
+
+/// The vault's folder on disk (`$XDG_DATA_HOME/kc`, by default `~/.local/share/kc`):
+///
+///     identity.age        the vault's X25519 identity, in an age file sealed by the passphrase (scrypt)
+///     recipient           its public key (age1…), so writes need no passphrase
+///     device-recipient    this machine's id and the public key of device-only items
+///     lock                flock(2)ed by every write, so kernel and vault change together
+///     status              the last unlock: when, and the last error
+///     tmp/                new files before they are renamed into place
+///     items/LEVEL/SERVICE/ITEM   one age file per item; LEVEL is the accessibility's name
+///
+/// The folder is the user's, mode 0700, its files 0600; kc refuses one that is not.
+/// Files are read without following links and written by rename, so a reader never
+/// sees half a file.
+internal struct VaultDirectory: Sendable {
+    let root: VaultPath
+    /// Whose files these must be: the caller's own, or root's for the host key.
+    let owner: uid_t
+
+    init(root: VaultPath, owner: uid_t = geteuid()) {
+        self.root = root
+        self.owner = owner
+    }
+
+    /// `$XDG_DATA_HOME/kc` if that is an absolute path, else `$HOME/.local/share/kc`,
+    /// else the home folder in the password database (PAM runs kc without HOME).
+    static func defaultRoot() -> VaultPath? {
+        if let data = getenv("XDG_DATA_HOME"), data.pointee == UInt8(ascii: "/") {
+            return VaultPath(bytes: Array(String(cString: data).utf8)).appending("kc")
+        }
+        if let home = getenv("HOME"), home.pointee == UInt8(ascii: "/") {
+            return VaultPath(String(cString: home)).appending(".local/share/kc")
+        }
+        guard let home = Accounts.home(ofUser: geteuid()) else { return nil }
+        return VaultPath(home).appending(".local/share/kc")
+    }
+
+    var identityFile: VaultPath { root.appending("identity.age") }
+    var recipientFile: VaultPath { root.appending("recipient") }
+    var deviceRecipientFile: VaultPath { root.appending("device-recipient") }
+    var hostRecipientFile: VaultPath { root.appending("host-recipient") }
+    var lockFile: VaultPath { root.appending("lock") }
+    var statusFile: VaultPath { root.appending("status") }
+    var temporaryFolder: VaultPath { root.appending("tmp") }
+    var itemsFolder: VaultPath { root.appending("items") }
+
+    func levelFolder(_ accessibility: Accessibility) -> VaultPath { itemsFolder.appending(accessibility.name) }
+    func serviceFolder(_ accessibility: Accessibility, _ service: KeyName) -> VaultPath {
+        levelFolder(accessibility).appending(service)
+    }
+    func itemFile(_ accessibility: Accessibility, _ service: KeyName, _ name: KeyName) -> VaultPath {
+        serviceFolder(accessibility, service).appending(name)
+    }
+
+    // MARK: Checks
+
+    /// Whether the vault was made (`kc vault init`): its recipient file is there.
+    /// One `stat`; this is all a write costs a user without a vault.
+    var exists: Bool {
+        (try? recipientFile.withCString { path in
+            var info = stat()
+            return lstat(path, &info) == 0
+        }) ?? false
+    }
+
+    /// Refuses a vault folder that is not a real folder of the caller's with mode 0700:
+    /// another user could read names, replace files, or plant items.
+    func checkOwnership() throws(KeychainError) {
+        let info = try status(of: root)
+        guard let info else { throw .vaultNotInitialized(path: root.description) }
+        try check(info, of: root, isFolder: true)
+    }
+
+    private func check(_ info: stat, of path: VaultPath, isFolder: Bool) throws(KeychainError) {
+        let kind = info.st_mode & S_IFMT
+        guard kind == (isFolder ? S_IFDIR : S_IFREG) else {
+            throw .vaultUnsafe(path: path.description, problem: isFolder ? "is not a folder (a link or a file)" : "is not a regular file (a link?)", fix: "move it away and run 'kc vault init'")
+        }
+        guard info.st_uid == owner else {
+            let owner = Accounts.name(ofUser: info.st_uid) ?? String(info.st_uid)
+            throw .vaultUnsafe(path: path.description, problem: "belongs to \(owner), not to you", fix: "use your own vault (set XDG_DATA_HOME), or have its owner remove it")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            let mode = String(info.st_mode & 0o777, radix: 8)
+            throw .vaultUnsafe(path: path.description, problem: "has mode \(mode): other users may read or change it",
+                               fix: "run 'chmod \(isFolder ? "700" : "600") \(path)' and check nothing was changed")
+        }
+    }
+
+    private func status(of path: VaultPath) throws(KeychainError) -> stat? {
+        try path.withCString { cPath throws(KeychainError) in
+            var info = stat()
+            if lstat(cPath, &info) == 0 { return info }
+            if errno == ENOENT || errno == ENOTDIR { return nil }
+            throw .vaultIOFailed(path: path.description, action: "look at", reason: Errno(rawValue: errno).description)
+        }
+    }
+
+    // MARK: Reading
+
+    /// A whole file of the vault, refused if it is not the caller's own regular file
+    /// with mode 0600 (or stricter). Nil if there is no such file.
+    func read(_ path: VaultPath) throws(KeychainError) -> [UInt8]? {
+        let fd = try path.withCString { cPath in open(cPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) }
+        guard fd >= 0 else {
+            if errno == ENOENT || errno == ENOTDIR { return nil }
+            if errno == ELOOP {
+                throw .vaultUnsafe(path: path.description, problem: "is a symbolic link", fix: "remove the link")
+            }
+            throw .vaultIOFailed(path: path.description, action: "open", reason: Errno(rawValue: errno).description)
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            throw .vaultIOFailed(path: path.description, action: "look at", reason: Errno(rawValue: errno).description)
+        }
+        try check(info, of: path, isFolder: false)
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var filled = 0
+        while true {
+            if filled == bytes.count { bytes.append(contentsOf: [UInt8](repeating: 0, count: 4096)) }
+            let count = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, $0.count - filled) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .vaultIOFailed(path: path.description, action: "read", reason: Errno(rawValue: errno).description)
+            }
+            if count == 0 { break }
+            filled += count
+        }
+        bytes.removeLast(bytes.count - filled)
+        return bytes
+    }
+
+    /// The names in a folder, without `.` and `..`; empty if there is no such folder.
+    func entries(of folder: VaultPath) -> [[UInt8]] {
+        guard let stream = try? folder.withCString({ opendir($0) }) else { return [] }
+        defer { closedir(stream) }
+        var names: [[UInt8]] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                Array(raw.prefix(while: { $0 != 0 }))
+            }
+            if name == [UInt8(ascii: ".")] || name == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
+            names.append(name)
+        }
+        return names
+    }
+
+    // MARK: Writing
+
+    /// A new file written whole to `tmp/` and flushed to disk, not yet in place.
+    struct StagedFile {
+        let path: VaultPath
+    }
+
+    /// Writes `bytes` to a new file in `tmp/` (0600) and fsyncs it. A full disk or
+    /// quota fails here, before anything else changed.
+    func stage(_ bytes: [UInt8]) throws(KeychainError) -> StagedFile {
+        try makeFolder(temporaryFolder)
+        var generator = SystemRandomNumberGenerator()
+        let name = "new-" + String(generator.next() as UInt64, radix: 36) + String(generator.next() as UInt64, radix: 36)
+        let path = temporaryFolder.appending(name)
+        let fd = try path.withCString { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600) }
+        guard fd >= 0 else {
+            throw .vaultIOFailed(path: path.description, action: "create", reason: Errno(rawValue: errno).description)
+        }
+        var failure: Errno? = nil
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let count = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    failure = Errno(rawValue: errno)
+                    return
+                }
+                offset += count
+            }
+        }
+        if failure == nil, fsync(fd) != 0 { failure = Errno(rawValue: errno) }
+        if close(fd) != 0, failure == nil, errno != EINTR { failure = Errno(rawValue: errno) }
+        if let failure {
+            remove(path)
+            throw .vaultIOFailed(path: path.description, action: "write", reason: failure.description)
+        }
+        return StagedFile(path: path)
+    }
+
+    /// Puts a staged file in place (`rename`, which replaces atomically) and fsyncs the
+    /// folder, so after a crash the folder names either the old file or the new one.
+    func commit(_ staged: StagedFile, to path: VaultPath) throws(KeychainError) {
+        try makeFolder(path.parent)
+        let renamed = try staged.path.withCString { from throws(KeychainError) in
+            try path.withCString { to in rename(from, to) }
+        }
+        guard renamed == 0 else {
+            let reason = Errno(rawValue: errno).description
+            remove(staged.path)
+            throw .vaultIOFailed(path: path.description, action: "replace", reason: reason)
+        }
+        syncFolder(path.parent)
+    }
+
+    /// Removes a file, fsyncing its folder; false if there was none.
+    @discardableResult
+    func remove(_ path: VaultPath) -> Bool {
+        let removed = (try? path.withCString { unlink($0) == 0 }) ?? false
+        if removed { syncFolder(path.parent) }
+        return removed
+    }
+
+    /// Removes a folder and everything in it (a service's items at one level).
+    func removeTree(_ folder: VaultPath) {
+        for name in entries(of: folder) {
+            let child = folder.appending(bytes: name)
+            if (try? child.withCString({ unlink($0) == 0 })) != true { removeTree(child) }
+        }
+        _ = try? folder.withCString { rmdir($0) }
+    }
+
+    /// Removes a folder if it is empty (a service's last item at a level is gone).
+    func removeIfEmpty(_ folder: VaultPath) {
+        _ = try? folder.withCString { rmdir($0) }
+    }
+
+    /// Makes a folder (and its parents inside the vault) with mode 0700.
+    func makeFolder(_ folder: VaultPath) throws(KeychainError) {
+        let made = try folder.withCString { mkdir($0, 0o700) }
+        if made == 0 || errno == EEXIST { return }
+        if errno == ENOENT, folder != root, folder.bytes.count > root.bytes.count {
+            try makeFolder(folder.parent)
+            if (try folder.withCString { mkdir($0, 0o700) }) == 0 || errno == EEXIST { return }
+        }
+        throw .vaultIOFailed(path: folder.description, action: "create", reason: Errno(rawValue: errno).description)
+    }
+
+    private func syncFolder(_ folder: VaultPath) {
+        guard let fd = try? folder.withCString({ open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }), fd >= 0 else { return }
+        fsync(fd)
+        close(fd)
+    }
+
+    // MARK: Locking
+
+    /// Runs `body` holding the vault's lock (`flock` on `lock`, exclusive), so a write's
+    /// kernel change and file change are not interleaved with another writer's: the
+    /// last writer wins in both. Nested calls in one thread take it once.
+    func withLock<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
+        if VaultLockState.isHeld { return try body() }
+        let fd = try lockFile.withCString { open($0, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }
+        guard fd >= 0 else {
+            throw .vaultIOFailed(path: lockFile.description, action: "open", reason: Errno(rawValue: errno).description)
+        }
+        defer { close(fd) }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                throw .vaultIOFailed(path: lockFile.description, action: "lock", reason: Errno(rawValue: errno).description)
+            }
+        }
+        return try VaultLockState.holding(body)
+    }
+}
+
+/// Whether this thread already holds the vault lock: a rename stores the new name
+/// through the same code as `kc set`, which locks too.
+internal enum VaultLockState {
+    @TaskLocal static var isHeld = false
+
+    static func holding<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
+        let result = $isHeld.withValue(true) { Result { () throws(KeychainError) in try body() } }
+        return try result.get()
+    }
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import KernelKeychain
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Where a vault passphrase comes from: the terminal (asked without echo), a file
+/// descriptor (`--passphrase-fd N`), or standard input when it is not a terminal.
+/// Never the command line, where other users would see it.
+struct PassphraseOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Read the passphrase from this file descriptor (to its end; one trailing newline is dropped) instead of the terminal or standard input.",
+        valueName: "fd"))
+    var passphraseFD: Int32?
+
+    /// The passphrase; `confirm` asks twice at a terminal. The caller zeroes it.
+    func read(prompt: String, confirm: Bool = false) throws -> [UInt8] {
+        if let fd = passphraseFD { return try readPassphrase(fd: fd, what: "--passphrase-fd \(fd)") }
+        if standardInputIsTerminal {
+            guard var first = readSecretLine(prompt: prompt) else {
+                standardError("kc: no passphrase entered")
+                throw ExitStatus.failure
+            }
+            guard confirm else { return first }
+            var second = readSecretLine(prompt: "Again to confirm: ") ?? []
+            defer { second.overwriteWithZeros() }
+            guard first == second else {
+                first.overwriteWithZeros()
+                standardError("kc: the two entries differ; nothing was changed, try again")
+                throw ExitStatus.failure
+            }
+            return first
+        }
+        return try readPassphrase(fd: 0, what: "standard input")
+    }
+}
+
+/// Reads a passphrase to the end of `fd` (at most 4096 bytes), dropping one trailing
+/// newline (`echo pass | kc unlock`).
+func readPassphrase(fd: Int32, what: String, keepNewline: Bool = false) throws -> [UInt8] {
+    let limit = 4096
+    var bytes = [UInt8](repeating: 0, count: limit + 1)
+    var count = 0
+    while count < bytes.count {
+        let got = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
+        if got < 0 {
+            if errno == EINTR { continue }
+            standardError("kc: cannot read the passphrase from \(what): \(String(cString: strerror(errno))); pass an open descriptor")
+            throw ExitStatus.usage
+        }
+        if got == 0 { break }
+        count += got
+    }
+    guard count <= limit else {
+        bytes.overwriteWithZeros()
+        standardError("kc: the passphrase from \(what) is over \(limit) bytes; is that the right input?")
+        throw ExitStatus.failure
+    }
+    bytes.removeSubrange(count...)
+    if !keepNewline, bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+    return bytes
+}

@@ -1,0 +1,152 @@
+import ArgumentParser
+import KernelKeychain
+import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension KC {
+    struct Unlock: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Unlock the vault: load its items into the kernel.",
+            discussion: """
+            Asks for the vault's passphrase (or reads it from --passphrase-fd N, or from
+            standard input when that is not a terminal) and loads every saved item into
+            the keyring of its level: when-unlocked into this login session,
+            after-first-unlock into the user keyring (until reboot), always into the
+            persistent keyring. Items the kernel holds already are left alone. Exits 2 on
+            a wrong passphrase, having loaded nothing.
+
+              kc unlock
+              kc unlock --passphrase-fd 3 3< ~/.config/kc/passphrase
+
+            --pam is for PAM's pam_exec (see the README): as the auth step it reads the
+            login password on standard input, becomes PAM_USER and loads
+            after-first-unlock and always items; as a session step it loads the new
+            session's when-unlocked items with what the auth step left in the user
+            keyring. A user without a vault is not an error.
+            """
+        )
+
+        @OptionGroup var passphrase: PassphraseOptions
+
+        @Flag(help: "Run as a pam_exec step (reads PAM_USER and PAM_TYPE).")
+        var pam = false
+
+        @Flag(help: "Print what was loaded as JSON.")
+        var json = false
+
+        func run() throws {
+            if pam { return try runForPAM() }
+            let vault = try reporting { () throws(KeychainError) in
+                let vault = try Vault.atDefaultLocation()
+                guard vault.exists else { throw .vaultNotInitialized(path: vault.path) }
+                return vault
+            }
+            var secret = try passphrase.read(prompt: "Passphrase for the vault at \(vault.path): ")
+            defer { secret.overwriteWithZeros() }
+            let report = try reporting { () throws(KeychainError) in try vault.unlock(passphrase: secret) }
+            try show(report, json: json)
+        }
+
+        /// The pam_exec step: root until it becomes PAM_USER; never prompts.
+        private func runForPAM() throws {
+            let type = getenv("PAM_TYPE").map { String(cString: $0) } ?? ""
+            guard let user = getenv("PAM_USER").map({ String(cString: $0) }), !user.isEmpty else {
+                standardError("kc: --pam needs PAM_USER (run it from pam_exec)")
+                throw ExitStatus.usage
+            }
+            var password: [UInt8] = []
+            defer { password.overwriteWithZeros() }
+            if type == "auth" { password = try readPassphrase(fd: 0, what: "PAM (expose_authtok)", keepNewline: true) }
+            try reporting { () throws(KeychainError) in try PAMUser.become(user, newSession: type == "auth") }
+            let vault = try reporting { () throws(KeychainError) in try Vault.atDefaultLocation() }
+            guard vault.exists else { return }  // this user keeps no vault
+            switch type {
+            case "auth":
+                let report = try reporting { () throws(KeychainError) in
+                    try vault.unlock(passphrase: password, levels: [.afterFirstUnlock, .always])
+                }
+                try show(report, json: false, quietUnlessProblem: true)
+            case "open_session":
+                let report = try reporting { () throws(KeychainError) in try vault.unlockWithStashedIdentity(levels: [.whenUnlocked]) }
+                if let report { try show(report, json: false, quietUnlessProblem: true) }
+            default:
+                return  // close_session, account, password: nothing to do
+            }
+        }
+
+        private func show(_ report: VaultUnlockReport, json: Bool, quietUnlessProblem: Bool = false) throws {
+            if json {
+                try printJSON(UnlockJSON(report))
+            } else if !quietUnlessProblem || !report.isClean {
+                var parts = Accessibility.Level.allCases.compactMap { level in report.loaded[level].map { "\($0) \(level.rawValue)" } }
+                if parts.isEmpty { parts = ["nothing new"] }
+                var line = "kc: unlocked; loaded " + parts.joined(separator: ", ")
+                if report.alreadyLoaded > 0 { line += "; \(report.alreadyLoaded) already loaded" }
+                if report.updatedFromKernel > 0 { line += "; \(report.updatedFromKernel) saved again from the kernel's newer value" }
+                if report.expiredRemoved > 0 { line += "; \(report.expiredRemoved) expired and removed" }
+                if report.waiting > 0 { line += "; \(report.waiting) wait for their level" }
+                standardError(line)
+                for problem in report.unreadable { standardError("kc: not loaded: \(problem.what) \(problem.reason)") }
+                for problem in report.failed { standardError("kc: not loaded: \(problem.what): \(problem.reason)") }
+                if !report.notLoadedForQuota.isEmpty {
+                    let raise = (report.quota ?? KeyQuota(uid: getuid(), keys: 0, maxKeys: 200, bytes: 0, maxBytes: 20000)).raiseCommand()
+                    standardError("kc: not loaded, the key quota is full: \(report.notLoadedForQuota.joined(separator: ", ")); remove unused items, or raise the limits: \(raise), then run 'kc unlock' again")
+                }
+            }
+            if !report.isClean { throw ExitStatus.failure }
+        }
+    }
+
+    struct Lock: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Lock the vault: drop its items from the kernel, as a screen lock would.",
+            discussion: """
+            Forgets the vault's key (a new unlock needs the passphrase) and drops the
+            saved when-unlocked items from the kernel; --level adds other levels. Items
+            stored with --ephemeral are not dropped: they exist nowhere else.
+
+              kc lock
+              kc lock --level after-first-unlock --level always
+            """
+        )
+
+        @Option(name: .customLong("level"), help: ArgumentHelp("Also drop the items of this level (repeat for more).", valueName: "level"))
+        var levels: [Accessibility.Level] = []
+
+        func run() throws {
+            let (dropped, wasUnlocked) = try reporting { () throws(KeychainError) in
+                let vault = try Vault.atDefaultLocation()
+                return try vault.lock(levels: Swift.Set(levels + [.whenUnlocked]))
+            }
+            standardError("kc: locked\(wasUnlocked ? "" : " (it was not unlocked)"); dropped \(dropped) items from the kernel")
+        }
+    }
+}
+
+/// `kc unlock --json`.
+private struct UnlockJSON: Encodable {
+    var loaded: [String: Int]
+    var alreadyLoaded: Int
+    var updatedFromKernel: Int
+    var expiredRemoved: Int
+    var waiting: Int
+    var unreadable: [[String: String]]
+    var failed: [[String: String]]
+    var notLoadedForQuota: [String]
+
+    init(_ report: VaultUnlockReport) {
+        loaded = Dictionary(uniqueKeysWithValues: report.loaded.map { ($0.key.rawValue, $0.value) })
+        alreadyLoaded = report.alreadyLoaded
+        updatedFromKernel = report.updatedFromKernel
+        expiredRemoved = report.expiredRemoved
+        waiting = report.waiting
+        unreadable = report.unreadable.map { ["file": $0.what, "reason": $0.reason] }
+        failed = report.failed.map { ["item": $0.what, "reason": $0.reason] }
+        notLoadedForQuota = report.notLoadedForQuota
+    }
+}

@@ -1,0 +1,228 @@
+import ArgumentParser
+import KernelKeychain
+import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension KC {
+    struct VaultCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "vault",
+            abstract: "Keep items across reboots in an encrypted vault on disk.",
+            discussion: """
+            Without a vault kc writes nothing to disk and every item is gone at reboot.
+            With one (kc vault init), every write also saves the item, encrypted (age v1
+            files, X25519), in $XDG_DATA_HOME/kc (~/.local/share/kc), and 'kc unlock'
+            loads them back. Reads stay in the kernel. Service and item names are
+            visible on disk as file names; values are not.
+            """,
+            subcommands: [Init.self, Status.self, Passwd.self, HostInit.self, Boot.self]
+        )
+    }
+}
+
+extension KC.VaultCommand {
+    struct Init: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create the vault, sealed with a passphrase.",
+            discussion: """
+            Asks for the passphrase twice (or reads it from --passphrase-fd N, or from
+            standard input when that is not a terminal). Use your login password to
+            have PAM unlock the vault at login (see the README). The vault is left
+            unlocked; items stored from now on are saved.
+
+              kc vault init
+              kc vault init --work-factor 20 --passphrase-fd 3 3< passphrase.txt
+            """
+        )
+
+        @OptionGroup var passphrase: PassphraseOptions
+
+        @Option(help: ArgumentHelp("scrypt work factor: N = 2^factor, 10 to 22 (age's default, 18, takes about a quarter of a second).", valueName: "factor"))
+        var workFactor: Int = Vault.defaultWorkFactor
+
+        func validate() throws {
+            guard (10...Vault.maximumWorkFactor).contains(workFactor) else {
+                throw ValidationError("invalid work factor \(workFactor): use 10 to \(Vault.maximumWorkFactor)")
+            }
+        }
+
+        func run() throws {
+            let vault = try reporting { () throws(KeychainError) in
+                let vault = try Vault.atDefaultLocation()
+                if vault.exists { throw .vaultAlreadyExists(path: vault.path) }
+                return vault
+            }
+            var secret = try passphrase.read(prompt: "New passphrase for the vault at \(vault.path): ", confirm: true)
+            defer { secret.overwriteWithZeros() }
+            try reporting { () throws(KeychainError) in _ = try Vault.create(at: vault, passphrase: secret, workFactor: workFactor) }
+            standardError("kc: vault created at \(vault.path); items you store from now on are saved (kc set --ephemeral keeps one in the kernel only)")
+        }
+    }
+
+    struct Status: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show the vault: locked or not, items per level, where it is.",
+            discussion: "Exits 1 if there is no vault. --json: {\"path\", \"exists\", \"unlocked\", \"items\": {level: count}, \"workFactor\", \"hostKey\", \"lastUnlock\", \"lastError\"}."
+        )
+
+        @Flag(help: "Print JSON.")
+        var json = false
+
+        func run() throws {
+            let status = try reporting { () throws(KeychainError) in try Vault.atDefaultLocation().status() }
+            if json {
+                try printJSON(StatusJSON(status))
+            } else if status.exists {
+                print("vault:     \(status.path)")
+                print("state:     \(status.isUnlocked ? "unlocked" : "locked (run 'kc unlock')")")
+                for accessibility in Accessibility.allCases {
+                    print("items:     \(status.itemCounts[accessibility] ?? 0) \(accessibility.name)")
+                }
+                print("work:      scrypt 2^\(status.workFactor.map(String.init) ?? "?")")
+                print("host key:  \(status.hasHostKey ? "yes: always items load at boot" : "no: always items load at your first unlock (see 'kc vault host-init')")")
+                print("unlocked:  \(status.lastUnlock.map(formatTime) ?? "never")")
+                print("error:     \(status.lastError ?? "none")")
+            } else {
+                print("vault:     \(status.path)")
+                print("state:     none (items are kept in the kernel only; create one with 'kc vault init')")
+            }
+            if !status.exists { throw ExitStatus.notFound }
+        }
+    }
+
+    struct Passwd: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Change the vault's passphrase.",
+            discussion: """
+            Only the vault's key is sealed again; the items are not touched. Asks for the
+            old passphrase and the new one twice, or reads them from --passphrase-fd and
+            --new-passphrase-fd. Run it after changing your login password if PAM
+            unlocks the vault.
+            """
+        )
+
+        @OptionGroup var passphrase: PassphraseOptions
+
+        @Option(help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
+        var newPassphraseFD: Int32?
+
+        @Option(help: ArgumentHelp("A new scrypt work factor (10 to 22); default: keep the current one.", valueName: "factor"))
+        var workFactor: Int?
+
+        func run() throws {
+            let vault = try reporting { () throws(KeychainError) in
+                let vault = try Vault.atDefaultLocation()
+                guard vault.exists else { throw .vaultNotInitialized(path: vault.path) }
+                return vault
+            }
+            var old = try passphrase.read(prompt: "Current passphrase for the vault at \(vault.path): ")
+            defer { old.overwriteWithZeros() }
+            var new: [UInt8]
+            if let fd = newPassphraseFD {
+                new = try readPassphrase(fd: fd, what: "--new-passphrase-fd \(fd)")
+            } else if standardInputIsTerminal {
+                new = try PassphraseOptions().read(prompt: "New passphrase: ", confirm: true)
+            } else {
+                standardError("kc: give the new passphrase with --new-passphrase-fd N when standard input is not a terminal")
+                throw ExitStatus.usage
+            }
+            defer { new.overwriteWithZeros() }
+            try reporting { () throws(KeychainError) in try vault.changePassphrase(from: old, to: new, workFactor: workFactor) }
+            standardError("kc: passphrase changed")
+        }
+    }
+
+    struct HostInit: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "host-init",
+            abstract: "As root: make the host key, so always items load at boot.",
+            discussion: """
+            Makes /var/lib/kc/host-identity (root only) and host-recipient. Users'
+            always items are then also encrypted to it (existing ones at their next
+            unlock), and kc-vault-boot.service loads them into each user's persistent
+            keyring at boot. Root can then read always items at rest.
+
+              sudo kc vault host-init
+              sudo systemctl enable --now kc-vault-boot.service kc-vault-refresh.timer
+            """
+        )
+
+        func run() throws {
+            let (recipient, created) = try reporting { () throws(KeychainError) in try HostKey.create() }
+            standardError(created ? "kc: host key made in \(HostKey.folder): \(recipient)" : "kc: the host key exists already in \(HostKey.folder): \(recipient)")
+        }
+    }
+
+    struct Boot: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "As root, at boot: load every user's always items with the host key.",
+            discussion: """
+            What kc-vault-boot.service runs (and, daily, kc-vault-refresh.timer, which
+            also keeps each persistent keyring from expiring). Each user is handled in
+            a process of its own that becomes that user before touching a key.
+
+              sudo kc vault boot
+              sudo kc vault boot --user alice
+            """
+        )
+
+        @Option(help: ArgumentHelp("Only this user (run in its own process by the plain form).", valueName: "user"))
+        var user: String?
+
+        func run() throws {
+            if let user {
+                let report = try reporting { () throws(KeychainError) in try HostKey.loadAlwaysItems(of: user) }
+                let loaded = report.loaded[.always] ?? 0
+                print("kc: \(user): loaded \(loaded) always items, \(report.alreadyLoaded) already loaded, \(report.waiting) wait for an unlock")
+                for problem in report.unreadable + report.failed { standardError("kc: \(user): not loaded: \(problem.what): \(problem.reason)") }
+                if !report.isClean { throw ExitStatus.failure }
+                return
+            }
+            guard geteuid() == 0 else {
+                standardError("kc: 'kc vault boot' runs as root (the host key is root's); try 'sudo kc vault boot'")
+                throw ExitStatus.failure
+            }
+            var failed = false
+            for name in HostKey.usersWithAlwaysItems() {
+                if runToCompletion(ownExecutablePath(), ["vault", "boot", "--user", name]) != 0 { failed = true }
+            }
+            if failed { throw ExitStatus.failure }
+        }
+    }
+}
+
+private func formatTime(_ seconds: Int64) -> String {
+    var time = time_t(seconds)
+    var parts = tm()
+    localtime_r(&time, &parts)
+    var buffer = [CChar](repeating: 0, count: 64)
+    let length = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M:%S", &parts)
+    return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+private struct StatusJSON: Encodable {
+    var path: String
+    var exists: Bool
+    var unlocked: Bool
+    var items: [String: Int]
+    var workFactor: Int?
+    var hostKey: Bool
+    var lastUnlock: Int64?
+    var lastError: String?
+
+    init(_ status: Vault.Status) {
+        path = status.path
+        exists = status.exists
+        unlocked = status.isUnlocked
+        items = Dictionary(uniqueKeysWithValues: status.itemCounts.map { ($0.key.name, $0.value) })
+        workFactor = status.workFactor
+        hostKey = status.hasHostKey
+        lastUnlock = status.lastUnlock
+        lastError = status.lastError
+    }
+}

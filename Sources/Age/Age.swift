@@ -1,1 +1,0 @@
-// The age v1 file format: see AgeFile.swift and friends (being written).

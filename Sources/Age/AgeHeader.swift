@@ -36,6 +36,9 @@ struct AgeHeader: Sendable {
         var reader = LineReader(file)
         let version = try reader.nextLine()
         guard version.elementsEqual(Self.versionLine) else {
+            if version.elementsEqual(Self.versionLine + [UInt8(ascii: "\r")]) {
+                throw .malformedHeader("the header's lines end in CR LF (was the file converted as text?); age uses LF")
+            }
             if version.starts(with: Self.versionPrefix) {
                 throw .malformedHeader("unsupported age format version (only age-encryption.org/v1 is known)")
             }

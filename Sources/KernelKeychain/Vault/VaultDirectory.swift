@@ -259,11 +259,12 @@ internal struct VaultDirectory: Sendable {
         _ = try? folder.withCString { rmdir($0) }
     }
 
-    /// Makes a folder (and its parents inside the vault) with mode 0700.
+    /// Makes a folder, and any missing parent, with mode 0700 (as the XDG base
+    /// directory spec asks for `$XDG_DATA_HOME`: a new user may have no ~/.local/share).
     func makeFolder(_ folder: VaultPath) throws(KeychainError) {
         let made = try folder.withCString { mkdir($0, 0o700) }
         if made == 0 || errno == EEXIST { return }
-        if errno == ENOENT, folder != root, folder.bytes.count > root.bytes.count {
+        if errno == ENOENT, folder.parent != folder, folder.bytes.count > 1 {
             try makeFolder(folder.parent)
             if (try folder.withCString { mkdir($0, 0o700) }) == 0 || errno == EEXIST { return }
         }

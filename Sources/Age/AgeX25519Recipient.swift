@@ -50,10 +50,12 @@ public struct AgeX25519Recipient: Sendable, Hashable, CustomStringConvertible {
     /// The `age1…` text, so a recipient prints as the user would type it.
     public var description: String { encoded }
 
+    /// Two recipients are equal when their public keys are.
     public static func == (left: AgeX25519Recipient, right: AgeX25519Recipient) -> Bool {
         left.publicKeyBytes == right.publicKeyBytes
     }
 
+    /// Hashes the public key's bytes.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(publicKeyBytes)
     }

@@ -160,6 +160,16 @@ final class AgeRoundTripTests: XCTestCase {
         }
     }
 
+    func testALowOrderRecipientIsRefusedRatherThanEncryptedToInTheOpen() throws {
+        // The all-zero point: every identity's shared secret with it is zero, so the
+        // wrap key would be public.
+        let text = Bech32.encode(humanReadablePart: Array("age".utf8), data: [UInt8](repeating: 0, count: 32))
+        let lowOrder = try AgeX25519Recipient(parsing: String(decoding: text, as: UTF8.self))
+        XCTAssertThrowsError(try Age.encrypt([1], to: [lowOrder])) { error in
+            guard case .invalidKey = error as? AgeError else { return XCTFail("\(error)") }
+        }
+    }
+
     func testHeadersLookAsAgeWritesThem() throws {
         let file = try Age.encrypt([1, 2, 3], to: [AgeX25519Identity.generate().recipient])
         let lines = String(decoding: file.prefix(Self.headerLength(of: file)), as: UTF8.self)

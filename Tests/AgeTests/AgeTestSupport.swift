@@ -36,8 +36,8 @@ func runProgram(_ executable: String, _ arguments: [String], input: [UInt8] = []
     process.standardOutput = standardOutput
     process.standardError = standardError
     try process.run()
-    let outputReader = Thread.detachedCollector(standardOutput.fileHandleForReading)
-    let errorReader = Thread.detachedCollector(standardError.fileHandleForReading)
+    let outputReader = Collector(standardOutput.fileHandleForReading)
+    let errorReader = Collector(standardError.fileHandleForReading)
     if !input.isEmpty { standardInput.fileHandleForWriting.write(Data(input)) }
     try standardInput.fileHandleForWriting.close()
     process.waitUntilExit()
@@ -69,8 +69,4 @@ final class Collector: @unchecked Sendable {
         done.wait()
         return data
     }
-}
-
-extension Thread {
-    static func detachedCollector(_ handle: FileHandle) -> Collector { Collector(handle) }
 }

@@ -148,6 +148,7 @@ public struct Vault: Sendable {
 
     /// The identity file's text, opened with the passphrase.
     internal func openIdentityFile(_ sealed: [UInt8], passphrase: [UInt8]) throws(KeychainError) -> [UInt8] {
+        guard !passphrase.isEmpty else { throw .weakPassphrase }
         do throws(AgeError) {
             return try Age.decrypt(sealed, passphrase: passphrase, maximumLogN: Vault.maximumWorkFactor)
         } catch .noMatchingIdentity {

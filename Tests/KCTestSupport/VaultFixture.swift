@@ -21,28 +21,37 @@ public final class VaultFixture {
     /// takes milliseconds.
     public static let workFactor = 10
 
-    /// The folder given as `XDG_DATA_HOME`.
+    /// The folder given as `XDG_DATA_HOME`, or as `HOME` (``inHome``).
     public let dataHome: String
     /// Whose folder it is: nil for the caller, else a test account's name.
     public let owner: String?
-    /// The environment commands run with: this process's, with `XDG_DATA_HOME` set.
+    /// Whether the folder is a home, where kc finds the vault without `XDG_DATA_HOME`
+    /// (as PAM and the boot step do): at `.local/share/kc`.
+    public let inHome: Bool
+    /// The environment commands run with: this process's, with `XDG_DATA_HOME` (or `HOME`) set.
     public private(set) var environment: [String: String]
 
-    /// The vault folder (`$XDG_DATA_HOME/kc`).
-    public var path: String { dataHome + "/kc" }
+    /// The vault folder: `$XDG_DATA_HOME/kc`, or `$HOME/.local/share/kc`.
+    public var path: String { dataHome + (inHome ? "/.local/share/kc" : "/kc") }
 
     /// Makes the folder (empty: no vault yet; ``create(passphrase:workFactor:)`` makes it).
-    public init(owner: String? = nil) throws {
+    public init(owner: String? = nil, inHome: Bool = false) throws {
         Self.counter += 1
         dataHome = "/tmp/kc-test-vault-\(getpid())-\(Self.counter)"
         self.owner = owner
+        self.inHome = inHome
         if FileOps.exists(dataHome) { _ = try runCommand("/bin/rm", ["-rf", dataHome]) }
         guard Glibc.mkdir(dataHome, 0o700) == 0 else {
             throw NSError(domain: NSPOSIXErrorDomain, code: Int(errno), userInfo: [NSLocalizedDescriptionKey: "mkdir \(dataHome)"])
         }
         if let owner { _ = try runCommand("/bin/chown", [owner + ":", dataHome]) }
         var environment = ProcessInfo.processInfo.environment
-        environment["XDG_DATA_HOME"] = dataHome
+        if inHome {
+            environment["XDG_DATA_HOME"] = nil
+            environment["HOME"] = dataHome
+        } else {
+            environment["XDG_DATA_HOME"] = dataHome
+        }
         environment["KC_HOST_KEY_DIR"] = nil
         self.environment = environment
     }
@@ -307,10 +316,13 @@ open class VaultTestCase: MountingTestCase {
     }
 
     /// A vault of the test's own, made with `kc vault init` unless `create` is false.
-    public func makeVault(create: Bool = true, file: StaticString = #filePath, line: UInt = #line) throws -> VaultFixture {
-        let vault = try VaultFixture()
+    /// With `owner` (a test account), an empty folder of that account's: the account
+    /// makes its vault itself.
+    public func makeVault(create: Bool = true, owner: String? = nil, inHome: Bool = false,
+                          file: StaticString = #filePath, line: UInt = #line) throws -> VaultFixture {
+        let vault = try VaultFixture(owner: owner, inHome: inHome)
         vaults.append(vault)
-        if create { try vault.create(file: file, line: line) }
+        if create && owner == nil { try vault.create(file: file, line: line) }
         return vault
     }
 
@@ -368,13 +380,25 @@ public enum VaultAccount {
     /// The directory of the copy of kc the account may run.
     public static var kcPath: String { UnprivilegedUser.kcCopy }
 
-    /// Runs `script` with `sh` as the account, in a fresh session keyring; `$KC` is kc.
-    /// With `dataHome`, `XDG_DATA_HOME` is set to it; without, unset (the vault is in
-    /// the account's home, as PAM and boot find it).
+    /// Runs `script` with `sh` as the account, in a fresh session keyring, with the
+    /// vault's `XDG_DATA_HOME` (or `HOME`); `$KC` is kc, `$VAULT` the vault folder and
+    /// `$PASSPHRASE` the tests' passphrase.
     @discardableResult
-    public static func run(_ script: String, dataHome: String? = nil, input: [UInt8] = []) throws -> CommandResult {
-        let data = dataHome.map { "XDG_DATA_HOME='\($0)'; export XDG_DATA_HOME; " } ?? "unset XDG_DATA_HOME; "
-        return try account.run(data + script, input: input)
+    public static func run(_ script: String, vault: VaultFixture, input: [UInt8] = []) throws -> CommandResult {
+        let location = vault.inHome
+            ? "HOME='\(vault.dataHome)'; export HOME; unset XDG_DATA_HOME; "
+            : "XDG_DATA_HOME='\(vault.dataHome)'; export XDG_DATA_HOME; "
+        let variables = "VAULT='\(vault.path)'; PASSPHRASE='\(VaultFixture.passphrase)'; unset KC_HOST_KEY_DIR; "
+        return withoutSessionNotice(try account.run(location + variables + script, input: input))
+    }
+
+    /// The result without the line `keyctl session -` prints on standard error.
+    public static func withoutSessionNotice(_ result: CommandResult) -> CommandResult {
+        var cleaned = result
+        if cleaned.standardError.hasPrefix("Joined session keyring: ") {
+            cleaned.standardError = String(cleaned.standardError.drop { $0 != "\n" }.dropFirst())
+        }
+        return cleaned
     }
 
     /// A reboot for the account: its user and persistent keyrings emptied (its session

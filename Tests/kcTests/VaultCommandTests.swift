@@ -123,6 +123,20 @@ final class VaultCommandTests: VaultTestCase {
         XCTAssertTrue(text.output.hasPrefix("vault:     \(vault.path)\nstate:     unlocked\nitems:     2 when-unlocked\n"), text.output)
     }
 
+    /// A new account has no `~/.local/share` yet: `kc vault init` makes the folders up to
+    /// the vault, as the XDG Base Directory spec asks (mode 0700 for those it makes).
+    func testInitOnAFreshAccountMakesTheMissingFoldersAboveTheVault() throws {
+        let vault = try makeVault(create: false, inHome: true)
+        XCTAssertFalse(FileOps.exists(vault.dataHome + "/.local"))
+        let result = try vault.kc(["vault", "init", "--work-factor", "10"], input: Array((VaultFixture.passphrase + "\n").utf8))
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertEqual(result.standardError.split(separator: "\n").first.map(String.init),
+                       "kc: vault created at \(vault.path); items you store from now on are saved (kc set --ephemeral keeps one in the kernel only)")
+        XCTAssertTrue(FileOps.exists(vault.path + "/recipient"), "the vault is at ~/.local/share/kc")
+        let share = try? FileManager.default.attributesOfItem(atPath: vault.dataHome + "/.local/share")
+        XCTAssertEqual((share?[.posixPermissions] as? NSNumber)?.intValue, 0o700, "a data folder kc makes is the user's alone")
+    }
+
     func testBadOptionsAndInputAreRefusedAndLeaveNoVaultOrTheFirstOneAsItWas() throws {
         let vault = try makeVault(create: false)
         let passphrase = Array((VaultFixture.passphrase + "\n").utf8)

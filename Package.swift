@@ -86,7 +86,7 @@ let package = Package(
         // Shared by the test targets: a fresh session keyring per test process, unique
         // service names, the built `kc`, and the unprivileged test user.
         .target(name: "KCTestSupport", dependencies: ["KernelKeychain", "Keyrings"], path: "Tests/KCTestSupport"),
-        .testTarget(name: "AgeTests", dependencies: ["Age"], resources: [.copy("Vectors")]),
+        .testTarget(name: "AgeTests", dependencies: ["Age", .product(name: "Crypto", package: "swift-crypto")], resources: [.copy("Vectors")]),
         .testTarget(name: "KeyringsTests", dependencies: ["Keyrings", "KCTestSupport"]),
         .testTarget(name: "KernelKeychainTests", dependencies: ["KernelKeychain", "Keyrings", "KCTestSupport"]),
         .testTarget(name: "KeychainFSTests", dependencies: ["KeychainFS", "KernelKeychain", "Keyrings", "KCTestSupport"]),

@@ -189,7 +189,7 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
         case .wrongPassphrase(let path):
             return "wrong passphrase for the vault at \(path): nothing was loaded or changed; try again"
         case .weakPassphrase:
-            return "empty passphrase: the vault needs one to seal its key; type one at the prompt or pass it with --passphrase-fd"
+            return "empty passphrase: the vault's key is sealed with a passphrase; type it at the prompt, or pass it on standard input or with --passphrase-fd"
         case .invalidWorkFactor(let factor):
             return "invalid work factor \(factor): use 10 to 22 (scrypt N = 2^factor; age 1.1.1 refuses more than 22)"
         case .vaultUnsafe(let path, let problem, let fix):

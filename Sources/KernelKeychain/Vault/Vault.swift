@@ -86,7 +86,7 @@ public struct Vault: Sendable {
         try requireExisting()
         try directory.withLock { () throws(KeychainError) in
             let sealed = try readIdentityFile()
-            let factor = try workFactor ?? (try? Age.scryptWorkFactor(of: sealed)).flatMap { $0 } ?? Vault.defaultWorkFactor
+            let factor = workFactor ?? (try? Age.scryptWorkFactor(of: sealed)).flatMap { $0 } ?? Vault.defaultWorkFactor
             guard (10...Vault.maximumWorkFactor).contains(factor) else { throw .invalidWorkFactor(factor) }
             var text = try openIdentityFile(sealed, passphrase: old)
             defer { text.overwriteWithZeros() }
@@ -148,6 +148,7 @@ public struct Vault: Sendable {
 
     /// The identity file's text, opened with the passphrase.
     internal func openIdentityFile(_ sealed: [UInt8], passphrase: [UInt8]) throws(KeychainError) -> [UInt8] {
+        guard !passphrase.isEmpty else { throw .weakPassphrase }
         do throws(AgeError) {
             return try Age.decrypt(sealed, passphrase: passphrase, maximumLogN: Vault.maximumWorkFactor)
         } catch .noMatchingIdentity {

@@ -58,14 +58,20 @@ internal struct VaultDirectory: Sendable {
         self.owner = owner
     }
 
-    /// `$XDG_DATA_HOME/kc` if that is an absolute path, else `$HOME/.local/share/kc`,
-    /// else the home folder in the password database (PAM runs kc without HOME).
+    /// `$XDG_DATA_HOME/kc` if that is an absolute path, else `$HOME/.local/share/kc` if
+    /// HOME is the caller's, else the home folder in the password database (PAM runs kc
+    /// without HOME).
     static func defaultRoot() -> VaultPath? {
         if let data = getenv("XDG_DATA_HOME"), data.pointee == UInt8(ascii: "/") {
             return VaultPath(bytes: Array(String(cString: data).utf8)).appending("kc")
         }
+        // A HOME that is another user's (`sudo` keeping the caller's HOME) is not this
+        // uid's home: root's items must not go to, or be refused by, that user's vault.
         if let home = getenv("HOME"), home.pointee == UInt8(ascii: "/") {
-            return VaultPath(String(cString: home)).appending(".local/share/kc")
+            var info = stat()
+            if stat(home, &info) == 0, info.st_uid == geteuid() {
+                return VaultPath(String(cString: home)).appending(".local/share/kc")
+            }
         }
         guard let home = Accounts.home(ofUser: geteuid()) else { return nil }
         return VaultPath(home).appending(".local/share/kc")
@@ -259,11 +265,12 @@ internal struct VaultDirectory: Sendable {
         _ = try? folder.withCString { rmdir($0) }
     }
 
-    /// Makes a folder (and its parents inside the vault) with mode 0700.
+    /// Makes a folder, and any missing parent, with mode 0700 (as the XDG base
+    /// directory spec asks for `$XDG_DATA_HOME`: a new user may have no ~/.local/share).
     func makeFolder(_ folder: VaultPath) throws(KeychainError) {
         let made = try folder.withCString { mkdir($0, 0o700) }
         if made == 0 || errno == EEXIST { return }
-        if errno == ENOENT, folder != root, folder.bytes.count > root.bytes.count {
+        if errno == ENOENT, folder.parent != folder, folder.bytes.count > 1 {
             try makeFolder(folder.parent)
             if (try folder.withCString { mkdir($0, 0o700) }) == 0 || errno == EEXIST { return }
         }

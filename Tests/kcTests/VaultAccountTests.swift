@@ -118,4 +118,30 @@ final class VaultAccountTests: VaultTestCase {
         XCTAssertEqual(locked.status, 1, "\(locked)")
         XCTAssertEqual(locked.standardError, "kc: no item 'token' in service '\(service)' in the kernel: the vault holds it but is locked; run 'kc unlock'\n")
     }
+
+    /// A service shared with a group (`kc set --group`, `kc share`) is still shared
+    /// after a reboot and the owner's unlock: the members read it again.
+    func testAServiceSharedWithAGroupIsSharedAgainAfterARebootAndUnlock() throws {
+        _ = try VaultAccount.require()
+        let owner = TestAccount(VaultAccount.name, groups: [TestAccount.shareGroup]), member = TestAccount.member
+        guard owner.ensure(), member.ensure() else { throw XCTSkip("could not put the test accounts in \(TestAccount.shareGroup)") }
+        addCleanup { _ = try? runCommand("/usr/bin/gpasswd", ["-d", VaultAccount.name, TestAccount.shareGroup]) }
+        VaultAccount.reset()
+        let vault = try makeVault(owner: VaultAccount.name)
+        let service = "kc-test.\(getpid()).vault-shared"
+        let shared = try VaultAccount.run("""
+            printf '%s' "$PASSPHRASE" | "$KC" vault init --work-factor 10 2>/dev/null
+            printf 'for the group' | "$KC" set --group \(TestAccount.shareGroup) --access after-first-unlock \(service) token
+            "$KC" share \(service)
+            """, vault: vault)
+        XCTAssertEqual(shared.output, "\(service): shared with group \(TestAccount.shareGroup) (read-only)\n", "\(shared)")
+        let before = try member.run("\"$KC\" get --from \(VaultAccount.name) \(service) token")
+        XCTAssertEqual(before.output, "for the group", "\(before)")
+
+        VaultAccount.simulateReboot()
+        let unlocked = try VaultAccount.run("printf '%s' \"$PASSPHRASE\" | \"$KC\" unlock; \"$KC\" share \(service)", vault: vault)
+        XCTAssertEqual(unlocked.output, "\(service): shared with group \(TestAccount.shareGroup) (read-only)\n", "the service is shared again: \(unlocked)")
+        let after = try member.run("\"$KC\" get --from \(VaultAccount.name) \(service) token")
+        XCTAssertEqual(after.output, "for the group", "the member reads it again: \(after)")
+    }
 }

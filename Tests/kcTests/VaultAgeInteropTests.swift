@@ -117,4 +117,37 @@ final class VaultAgeInteropTests: VaultTestCase {
         XCTAssertLessThanOrEqual(abs(wallSeconds() + Int64(item.secondsLeft ?? 0) - deadline), 2, "the record's deadline")
         XCTAssertEqual(try Keychain(service: service).string(forKey: "kc-made"), "from kc")
     }
+
+    /// A vault copied from another machine: its device-only files are encrypted to that
+    /// machine's device key (README: the levels), so they are reported, not loaded; new
+    /// device-only items cannot be saved until the vault is unlocked once here.
+    func testDeviceOnlyItemsOfAnotherMachineAreReportedAndNewOnesWaitForAnUnlockHere() throws {
+        try requireAge()
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "here", "this machine's", options: ["--this-device-only"]).status, 0)
+        let otherKey = vault.dataHome + "/other-machine.key"
+        XCTAssertEqual(try runCommand("/usr/bin/age-keygen", ["-o", otherKey]).status, 0)
+        let otherRecipient = try runCommand("/usr/bin/age-keygen", ["-y", otherKey]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        try "0123456789abcdef0123456789abcdef \(otherRecipient)\n".write(toFile: vault.path + "/device-recipient", atomically: false, encoding: .utf8)
+        let level = "when-unlocked+this-device-only"
+        let record = Array("kc-vault-item 1\nservice \(hex(Array(service.utf8)))\nname \(hex(Array("there".utf8)))\naccess \(level)\ndeadline none\nwritten 1\n\nthat machine's".utf8)
+        let there = vault.itemFile(level, service, "there")
+        XCTAssertEqual(try runCommand("/usr/bin/age", ["-r", otherRecipient, "-o", there], input: record).status, 0)
+        XCTAssertEqual(chmod(there, 0o600), 0)
+
+        let refused = try vault.set(service, "new", "not yet", options: ["--this-device-only"])
+        XCTAssertEqual(refused.status, 2, "\(refused)")
+        XCTAssertEqual(refused.standardError, "kc: device-only items cannot be saved to the vault at \(vault.path) yet: it came from another machine; run 'kc unlock' once here\n")
+        XCTAssertNil(try Keychain(service: service).data(forKey: "new"), "nothing stored in the kernel either")
+        XCTAssertEqual(try vault.set(service, "portable", "fine").status, 0, "other items are saved as usual")
+
+        simulateReboot()
+        let (result, report) = try vault.unlock()
+        XCTAssertEqual(result.status, 2, "\(result)")
+        XCTAssertEqual(report?.unreadable, [["file": there, "reason": "is encrypted to another machine's device key (device-only items do not move with the vault); remove it if it is not wanted"]])
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "here"), "this machine's")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "portable"), "fine")
+        XCTAssertEqual(try vault.set(service, "new", "now", options: ["--this-device-only"]).status, 0, "after an unlock here")
+    }
 }

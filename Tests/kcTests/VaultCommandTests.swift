@@ -156,7 +156,8 @@ final class VaultCommandTests: VaultTestCase {
 
         let empty = try vault.kc(["vault", "init", "--work-factor", "10"], input: Array("\n".utf8))
         XCTAssertEqual(empty.status, 2, "\(empty)")
-        XCTAssertEqual(empty.standardError, "kc: empty passphrase: the vault needs one to seal its key; type one at the prompt or pass it with --passphrase-fd\n")
+        let emptyRefusal = "kc: empty passphrase: the vault's key is sealed with a passphrase; type it at the prompt, or pass it on standard input or with --passphrase-fd\n"
+        XCTAssertEqual(empty.standardError, emptyRefusal)
         XCTAssertTrue(nothingMade, "an empty passphrase makes no vault")
 
         let badFD = try vault.kc(["vault", "init", "--work-factor", "10", "--passphrase-fd", "99"], input: passphrase)
@@ -173,6 +174,9 @@ final class VaultCommandTests: VaultTestCase {
         XCTAssertEqual(again.standardError, "kc: a vault already exists at \(vault.path); change its passphrase with 'kc vault passwd', or set XDG_DATA_HOME to make another\n")
         XCTAssertEqual(try vault.digest(), digest, "the first vault is untouched")
 
+        let unlockEmpty = try vault.kc(["unlock"], input: Array("\n".utf8))
+        XCTAssertEqual(unlockEmpty.status, 2, "\(unlockEmpty)")
+        XCTAssertEqual(unlockEmpty.standardError, emptyRefusal)
         let unlockBadFD = try vault.kc(["unlock", "--passphrase-fd", "99"])
         XCTAssertEqual(unlockBadFD.status, 64, "\(unlockBadFD)")
         simulateReboot()

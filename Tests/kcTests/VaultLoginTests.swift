@@ -32,9 +32,7 @@ final class VaultLoginTests: VaultTestCase {
         let set = try runCommand("/usr/sbin/chpasswd", [], input: Array("\(VaultAccount.name):\(password)\n".utf8))
         guard set.status == 0 else { throw XCTSkip("chpasswd failed: \(set)") }
         let hostKey = hostKeyDirectory.map { "KC_HOST_KEY_DIR='\($0)'; export KC_HOST_KEY_DIR; " } ?? ""
-        // ~/.local/share is made here: kc vault init does not make it (see VaultCommandTests).
         let made = try VaultAccount.run(hostKey + """
-            mkdir -p "$HOME/.local/share"
             printf '%s' '\(password)' | "$KC" vault init --work-factor 10 2>/dev/null || echo "init failed"
             printf 'session value' | "$KC" set \(service) session || echo "set failed"
             printf 'user value' | "$KC" set --access after-first-unlock \(service) user || echo "set failed"

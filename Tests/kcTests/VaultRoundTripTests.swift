@@ -136,6 +136,29 @@ final class VaultRoundTripTests: VaultTestCase {
         XCTAssertFalse(get.standardError.contains("locked"), "no longer in the vault either: \(get.standardError)")
     }
 
+    /// The kernel wins at unlock (README, design notes): a value the kernel holds that the
+    /// vault's file does not (here written around the vault) is kept and saved again.
+    func testUnlockKeepsTheKernelsNewerValueAndSavesItForTheNextReboot() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", "saved value", options: ["--access", "after-first-unlock"]).status, 0)
+        let saved = try vault.itemDigest()
+        // This process has no vault: the write changes the kernel only.
+        try Keychain(service: service, accessibility: .afterFirstUnlock).set("newer value", forKey: "token")
+        XCTAssertEqual(try vault.itemDigest(), saved)
+
+        let (result, report) = try vault.unlock()
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertEqual(report?.updatedFromKernel, 1, "\(result)")
+        XCTAssertEqual(report?.loadedCount, 0)
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "token"), "newer value", "the kernel's value is kept")
+        XCTAssertNotEqual(try vault.itemDigest(), saved, "and saved")
+        simulateReboot()
+        XCTAssertEqual(try vault.unlock().result.status, 0)
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "token"), "newer value")
+        XCTAssertEqual(try Keychain(service: service).item("token")?.accessibility, .afterFirstUnlock)
+    }
+
     func testUnlockingTwiceLoadsNothingNewAndLeavesTheKeysAsTheyAre() throws {
         let vault = try makeVault()
         let service = uniqueService()

@@ -100,6 +100,29 @@ final class VaultWritePathTests: VaultTestCase {
         XCTAssertEqual(try Keychain(service: service).allKeys(), [])
     }
 
+    func testImportedItemsAndANewTimeoutThroughTheMountAreSaved() throws {
+        let vault = try makeVault()
+        let mount = try mount(writingTo: vault)
+        let service = uniqueService()
+        let archive = KeychainArchive.encodeJSON([
+            ExportedItem(service: KeyName(service), name: "imported", level: .always, secondsLeft: 5400, value: [0, 1, 2, 255]),
+            ExportedItem(service: KeyName(service), name: "plain", level: .whenUnlocked, secondsLeft: nil, value: Array("plain".utf8)),
+        ])
+        let imported = try vault.kc(["import"], input: archive)
+        XCTAssertEqual(imported.status, 0, "\(imported)")
+        XCTAssertEqual(vault.itemFiles(), ["always/\(service)/imported", "when-unlocked/\(service)/plain"])
+        let timeout = try runCommand("/usr/bin/setfattr", ["-n", "user.kc.timeout", "-v", "600", mount.file(service, "plain")])
+        XCTAssertEqual(timeout.status, 0, "\(timeout)")
+
+        _ = try rebootAndUnlock(vault)
+        XCTAssertEqual(try Keychain(service: service).data(forKey: "imported"), [0, 1, 2, 255])
+        let importedItem = try XCTUnwrap(try Keychain(service: service).item("imported"))
+        XCTAssertEqual(importedItem.accessibility, .always)
+        XCTAssertTrue((5390...5400).contains(importedItem.secondsLeft ?? 0), "\(String(describing: importedItem.secondsLeft))")
+        let plain = try XCTUnwrap(try Keychain(service: service).item("plain"))
+        XCTAssertTrue((590...600).contains(plain.secondsLeft ?? 0), "the timeout set through the mount was saved: \(String(describing: plain.secondsLeft))")
+    }
+
     func testRemovingAnItemWhileTheVaultIsLockedRemovesItsSavedCopy() throws {
         let vault = try makeVault()
         let service = uniqueService()

@@ -137,6 +137,21 @@ final class VaultCommandTests: VaultTestCase {
         XCTAssertEqual((share?[.posixPermissions] as? NSNumber)?.intValue, 0o700, "a data folder kc makes is the user's alone")
     }
 
+    /// Paths are bytes, like names: a data folder whose name is not UTF-8 holds the
+    /// vault itself, not a look-alike folder with U+FFFD in its name.
+    func testAVaultInAFolderWhoseNameIsNotUTF8IsMadeInThatFolder() throws {
+        let vault = try makeVault(create: false)
+        let result = try vault.bash("""
+            base="$XDG_DATA_HOME"; export XDG_DATA_HOME="$base/"$'data\\xff'
+            mkdir -m 700 "$XDG_DATA_HOME"
+            printf '%s\\n' "$PASSPHRASE" | kc vault init --work-factor 10 2>/dev/null; echo "init=$?"
+            [ -f "$XDG_DATA_HOME/kc/recipient" ] && echo "the vault is in the folder"
+            [ -e "$base/data"$'\\xef\\xbf\\xbd' ] && echo "a folder named with U+FFFD was made"
+            kc lock >/dev/null 2>&1; true
+            """)
+        XCTAssertEqual(result.output, "init=0\nthe vault is in the folder\n", "\(result)")
+    }
+
     func testBadOptionsAndInputAreRefusedAndLeaveNoVaultOrTheFirstOneAsItWas() throws {
         let vault = try makeVault(create: false)
         let passphrase = Array((VaultFixture.passphrase + "\n").utf8)

@@ -123,6 +123,26 @@ final class VaultWritePathTests: VaultTestCase {
         XCTAssertTrue((590...600).contains(plain.secondsLeft ?? 0), "the timeout set through the mount was saved: \(String(describing: plain.secondsLeft))")
     }
 
+    /// `kc lock` drops the saved when-unlocked items from the kernel, not from the vault:
+    /// renaming their service in the mount meanwhile must not lose them.
+    func testRenamingAServiceWhileTheVaultIsLockedKeepsItsDroppedItems() throws {
+        let vault = try makeVault()
+        let mount = try mount(writingTo: vault)
+        let service = uniqueService(), renamed = uniqueService()
+        XCTAssertEqual(try vault.set(service, "session", "dropped at lock").status, 0)
+        XCTAssertEqual(try vault.set(service, "user", "stays loaded", options: ["--access", "after-first-unlock"]).status, 0)
+        XCTAssertEqual(try vault.lock().status, 0)
+        XCTAssertEqual(try Keychain(service: service).allKeys(), ["user"], "the when-unlocked item left the kernel")
+
+        XCTAssertEqual(errnoName(FileOps.rename(mount.file(service), mount.file(renamed))), errnoName(0))
+        XCTAssertTrue(vault.itemFiles().contains { $0.hasPrefix("when-unlocked/") && $0.hasSuffix("/session") },
+                      "the dropped item's file is still there: \(vault.itemFiles())")
+        let report = try rebootAndUnlock(vault)
+        XCTAssertEqual(report?.loadedCount, 2, "both items come back")
+        XCTAssertEqual(try Keychain(service: renamed).string(forKey: "session"), "dropped at lock", "under the new name, or at least not lost")
+        XCTAssertEqual(try Keychain(service: renamed).string(forKey: "user"), "stays loaded")
+    }
+
     func testRemovingAnItemWhileTheVaultIsLockedRemovesItsSavedCopy() throws {
         let vault = try makeVault()
         let service = uniqueService()

@@ -110,4 +110,32 @@ final class VaultCrashTests: VaultTestCase {
         XCTAssertEqual(try Keychain(service: service).string(forKey: "token"), kernel, "the last writer won in the kernel and in the vault")
         XCTAssertEqual(try vaultListedItems(KeyName(service)).first?.access, level)
     }
+
+    /// A level move puts the new file in place, then removes the old one: a crash in
+    /// between leaves both. The newer write wins at unlock, whichever level it is at, and
+    /// the older file goes.
+    func testAnItemLeftAtTwoLevelsByACrashLoadsItsNewerWrite() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        for (name, first, second) in [("up", "when-unlocked", "after-first-unlock"), ("down", "after-first-unlock", "when-unlocked")] {
+            XCTAssertEqual(try vault.set(service, name, "older", options: ["--access", first]).status, 0)
+            let older = try Data(contentsOf: URL(fileURLWithPath: vault.itemFile(first, service, name)))
+            usleep(10_000)
+            XCTAssertEqual(try vault.set(service, name, "newer", options: ["--access", second]).status, 0)
+            XCTAssertFalse(FileOps.exists(vault.itemFile(first, service, name)), "the move removed the old file")
+            try FileManager.default.createDirectory(atPath: vault.path + "/items/\(first)/\(service)", withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            try older.write(to: URL(fileURLWithPath: vault.itemFile(first, service, name)))
+            XCTAssertEqual(chmod(vault.itemFile(first, service, name), 0o600), 0)
+        }
+        simulateReboot()
+        let (result, report) = try vault.unlock()
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertEqual(report?.loaded, ["when-unlocked": 1, "after-first-unlock": 1], "\(result)")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "up"), "newer")
+        XCTAssertEqual(try Keychain(service: service).item("up")?.accessibility, .afterFirstUnlock)
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "down"), "newer")
+        XCTAssertEqual(try Keychain(service: service).item("down")?.accessibility, .whenUnlocked)
+        XCTAssertEqual(vault.itemFiles(), ["after-first-unlock/\(service)/up", "when-unlocked/\(service)/down"], "the older files are removed")
+    }
 }

@@ -92,14 +92,22 @@ final class VaultAccountTests: VaultTestCase {
         // process asks for the keyring, so the setting is back at once for everyone else.
         // The kernel collects an expired keyring gc_delay (300 s) after it expired and,
         // until then, hands it out again alive: 1 s for the few seconds of the test.
+        // Waits (reading /proc/keys as the account, which does not touch the keyring) until
+        // the kernel has collected it.
         func expirePersistentKeyring() throws {
             try "1".write(toFile: delayFile, atomically: false, encoding: .utf8)
             try "3".write(toFile: expiryFile, atomically: false, encoding: .utf8)
-            let touched = try VaultAccount.run("keyctl get_persistent @s >/dev/null", vault: vault)
+            let touched = try VaultAccount.run("keyctl get_persistent @s", vault: vault)
             try savedExpiry.write(toFile: expiryFile, atomically: false, encoding: .utf8)
             XCTAssertEqual(touched.status, 0, "\(touched)")
-            sleep(5)
+            let serial = String(format: "%08x", Int(touched.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0)
+            sleep(4)
+            let collected = try VaultAccount.run("""
+                n=0; while grep -q '^\(serial) ' /proc/keys && [ $n -lt 60 ]; do sleep 0.1; n=$((n + 1)); done
+                grep -c '^\(serial) ' /proc/keys
+                """, vault: vault)
             try savedDelay.write(toFile: delayFile, atomically: false, encoding: .utf8)
+            XCTAssertEqual(collected.output, "0\n", "the expired persistent keyring \(serial) was collected: \(collected)")
         }
         try expirePersistentKeyring()
         let reloaded = try VaultAccount.run("""

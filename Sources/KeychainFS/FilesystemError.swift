@@ -36,6 +36,17 @@ public struct FilesystemError: Error, Hashable, Sendable {
             self.init(.fileExists)
         case .sharedByMany, .sharedWithAnotherGroup:
             self.init(.invalidArgument)
+        // The vault: a locked or unsafe vault refuses; a damaged file is an I/O error.
+        case .vaultLocked, .vaultNotUnlockedOnThisMachine, .vaultUnsafe, .cannotSwitchUser:
+            self.init(.permissionDenied)
+        case .vaultNotInitialized:
+            self.init(.noSuchFileOrDirectory)
+        case .vaultAlreadyExists:
+            self.init(.fileExists)
+        case .wrongPassphrase, .weakPassphrase, .invalidWorkFactor:
+            self.init(.invalidArgument)
+        case .vaultIOFailed, .vaultCrypto:
+            self.init(.ioError)
         }
     }
 }

@@ -19,23 +19,26 @@ struct PassphraseOptions: ParsableArguments {
     /// The passphrase; `confirm` asks twice at a terminal. The caller zeroes it.
     func read(prompt: String, confirm: Bool = false) throws -> [UInt8] {
         if let fd = passphraseFD { return try readPassphrase(fd: fd, what: "--passphrase-fd \(fd)") }
-        if standardInputIsTerminal {
-            guard var first = readSecretLine(prompt: prompt) else {
-                standardError("kc: no passphrase entered")
-                throw ExitStatus.failure
-            }
-            guard confirm else { return first }
-            var second = readSecretLine(prompt: "Again to confirm: ") ?? []
-            defer { second.overwriteWithZeros() }
-            guard first == second else {
-                first.overwriteWithZeros()
-                standardError("kc: the two entries differ; nothing was changed, try again")
-                throw ExitStatus.failure
-            }
-            return first
-        }
+        if standardInputIsTerminal { return try askAtTerminal(prompt: prompt, confirm: confirm) }
         return try readPassphrase(fd: 0, what: "standard input")
     }
+}
+
+/// Asks at the terminal without echo; `confirm` asks twice.
+func askAtTerminal(prompt: String, confirm: Bool) throws -> [UInt8] {
+    guard var first = readSecretLine(prompt: prompt) else {
+        standardError("kc: no passphrase entered")
+        throw ExitStatus.failure
+    }
+    guard confirm else { return first }
+    var second = readSecretLine(prompt: "Again to confirm: ") ?? []
+    defer { second.overwriteWithZeros() }
+    guard first == second else {
+        first.overwriteWithZeros()
+        standardError("kc: the two entries differ; nothing was changed, try again")
+        throw ExitStatus.failure
+    }
+    return first
 }
 
 /// Reads a passphrase to the end of `fd` (at most 4096 bytes), dropping one trailing
@@ -60,6 +63,9 @@ func readPassphrase(fd: Int32, what: String, keepNewline: Bool = false) throws -
         throw ExitStatus.failure
     }
     bytes.removeSubrange(count...)
-    if !keepNewline, bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+    if !keepNewline, bytes.last == UInt8(ascii: "\n") {
+        bytes.removeLast()
+        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }  // a file saved with CRLF line ends
+    }
     return bytes
 }

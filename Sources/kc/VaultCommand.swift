@@ -126,7 +126,7 @@ extension KC.VaultCommand {
             if let fd = newPassphraseFD {
                 new = try readPassphrase(fd: fd, what: "--new-passphrase-fd \(fd)")
             } else if standardInputIsTerminal {
-                new = try PassphraseOptions().read(prompt: "New passphrase: ", confirm: true)
+                new = try askAtTerminal(prompt: "New passphrase: ", confirm: true)
             } else {
                 standardError("kc: give the new passphrase with --new-passphrase-fd N when standard input is not a terminal")
                 throw ExitStatus.usage

@@ -129,7 +129,7 @@ final class SharingLibraryTests: KeyringTestCase {
     /// must agree with the C library, which this (dynamically linked) test process uses.
     func testTheStaticProgramsAccountFilesAgreeWithTheCLibrary() {
         let users = LocalDatabase.users(), groups = LocalDatabase.groups()
-        XCTAssertTrue(users.contains { $0 == ("root", 0) })
+        XCTAssertTrue(users.contains { $0.name == "root" && $0.uid == 0 })
         XCTAssertTrue(groups.contains { $0.name == "root" && $0.gid == 0 })
         for user in users { XCTAssertEqual(Accounts.uid(ofUser: user.name), user.uid, user.name) }
         for group in groups {

@@ -27,6 +27,13 @@ public enum HostKey {
         if let existing = VaultKeys.hostRecipient() { return (existing.encoded, false) }
         let directory = VaultDirectory(root: VaultKeys.hostKeyFolder, owner: 0)
         _ = try directory.root.withCString { mkdir($0, 0o755) }
+        let safe = try directory.root.withCString { path in
+            var info = stat()
+            return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR && info.st_uid == 0 && info.st_mode & 0o022 == 0
+        }
+        guard safe else {
+            throw .vaultUnsafe(path: directory.root.description, problem: "is not a folder of root's that only root can write", fix: "remove it, or fix its owner and mode (0755)")
+        }
         let identity = AgeX25519Identity.generate()
         var text = Array(("# kc host key: root only\n" + identity.encoded + "\n").utf8)
         defer { text.overwriteWithZeros() }
@@ -56,9 +63,11 @@ public enum HostKey {
     }
 
     /// Users with `always` items in a vault at the default place in their home.
+    /// Only a vault its user owns counts (two accounts sharing a home share no vault).
     public static func usersWithAlwaysItems() -> [String] {
         LocalDatabase.users().filter { account in
             let items = VaultPath(account.home).appending(".local/share/kc/items")
+            guard VaultDirectory(root: items, owner: account.uid).isOwnFolder(items) else { return false }
             return [Accessibility.always, .alwaysThisDeviceOnly].contains { level in
                 !VaultDirectory(root: items, owner: account.uid).entries(of: items.appending(level.name)).isEmpty
             }

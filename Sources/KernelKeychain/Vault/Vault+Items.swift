@@ -32,7 +32,7 @@ extension Vault {
         defer { plain.overwriteWithZeros() }
         let sealed: [UInt8]
         do throws(AgeError) { sealed = try Age.encrypt(plain, to: recipients) } catch { throw .vaultCrypto(path: path, error.description) }
-        return try directory.stage(sealed)
+        return try directory.stage(sealed, for: directory.itemFile(record.accessibility, record.service, record.name))
     }
 
     /// Who can open an item's file: the vault (or, for a device-only item, this

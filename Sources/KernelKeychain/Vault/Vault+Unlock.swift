@@ -126,6 +126,7 @@ extension Vault {
             if let identity = stash {
                 try VaultKeys.stash(identity, for: directory)
                 try? recordDeviceRecipient(for: identity)
+                try restoreRecipient(of: identity)
                 hostToAdd = hostRecipientNotYetUsed()
             }
             // Files a writer staged but never put in place (it was killed): under the
@@ -209,6 +210,10 @@ extension Vault {
         var older: [VaultPath] = []
         for (accessibility, file) in files {
             guard let record = open(file, identities: identities, report: &report) else { continue }
+            if report.waitingForUnlock && record.owner != geteuid() {
+                report.unreadable.append(.init(what: file.description, reason: "was written by uid \(record.owner)'s vault, not this user's: a copy of another user's item; not loaded"))
+                continue
+            }
             guard record.service == key.service, record.name == key.name, record.accessibility == accessibility else {
                 report.unreadable.append(.init(what: file.description, reason: "holds another item (\(record.service)/\(record.name), \(record.accessibility.name)): it was renamed or moved on disk; not loaded"))
                 continue
@@ -232,7 +237,7 @@ extension Vault {
     private func open(_ file: VaultPath, identities: [AgeX25519Identity], report: inout VaultUnlockReport) -> VaultRecord? {
         let sealed: [UInt8]
         do {
-            guard let bytes = try directory.read(file) else { return nil }  // removed meanwhile
+            guard let bytes = try directory.read(file, limit: 256 << 10) else { return nil }  // removed meanwhile
             sealed = bytes
         } catch {
             report.unreadable.append(.init(what: file.description, reason: error.description))

@@ -58,7 +58,9 @@ public struct Vault: Sendable {
         guard !passphrase.isEmpty else { throw .weakPassphrase }
         guard (10...maximumWorkFactor).contains(workFactor) else { throw .invalidWorkFactor(workFactor) }
         let directory = vault.directory
-        if directory.exists { throw .vaultAlreadyExists(path: vault.path) }
+        if directory.exists || directory.isFile(directory.identityFile) || !directory.entries(of: directory.itemsFolder).isEmpty {
+            throw .vaultAlreadyExists(path: vault.path)
+        }
         try directory.makeFolder(directory.root)
         // A folder that was there already (made by hand, or another program) must be safe too.
         try directory.checkOwnership()
@@ -175,12 +177,23 @@ public struct Vault: Sendable {
 
     /// The vault's public key, to encrypt items to.
     internal func recipient() throws(KeychainError) -> AgeX25519Recipient {
-        guard let bytes = try directory.read(directory.recipientFile) else { throw .vaultNotInitialized(path: path) }
+        guard let bytes = try directory.read(directory.recipientFile) else {
+            throw .vaultUnsafe(path: directory.recipientFile.description, problem: "is missing, so nothing can be saved",
+                               fix: "run 'kc unlock', which writes it again from the vault's key")
+        }
         do throws(AgeError) {
             return try AgeX25519Recipient(parsing: String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace })
         } catch {
             throw .vaultCrypto(path: directory.recipientFile.description, error.description)
         }
+    }
+
+    /// Puts back the `recipient` file from the identity if it was lost or differs (the
+    /// identity is what opens the files: items saved to another key would not open).
+    internal func restoreRecipient(of identity: AgeX25519Identity) throws(KeychainError) {
+        let text = Array((identity.recipient.encoded + "\n").utf8)
+        if let current = try? directory.read(directory.recipientFile), current == text { return }
+        try directory.commit(directory.stage(text), to: directory.recipientFile)
     }
 
     /// Writes `device-recipient`: this machine's id and its device-only public key.

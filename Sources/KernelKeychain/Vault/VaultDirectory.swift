@@ -63,7 +63,11 @@ internal struct VaultDirectory: Sendable {
     /// without HOME).
     static func defaultRoot() -> VaultPath? {
         if let data = getenv("XDG_DATA_HOME"), data.pointee == UInt8(ascii: "/") {
-            return VaultPath(bytes: Array(String(cString: data).utf8)).appending("kc")
+            // As for HOME below: `sudo -E` keeps the caller's; root must not use it.
+            var info = stat()
+            if geteuid() != 0 || stat(data, &info) != 0 || info.st_uid == 0 {
+                return VaultPath(bytes: Array(String(cString: data).utf8)).appending("kc")
+            }
         }
         // A HOME that is another user's (`sudo` keeping the caller's HOME) is not this
         // uid's home: root's items must not go to, or be refused by, that user's vault.
@@ -96,13 +100,17 @@ internal struct VaultDirectory: Sendable {
 
     // MARK: Checks
 
-    /// Whether the vault was made (`kc vault init`): its recipient file is there.
-    /// One `stat`; this is all a write costs a user without a vault.
+    /// Whether the vault was made (`kc vault init`): its recipient file is there, or
+    /// its key (a vault whose recipient was lost must not pass for no vault: writes
+    /// would stop being saved, and `kc vault init` would replace the key). One `stat`
+    /// without a vault; this is all a write costs a user who has none.
     var exists: Bool {
-        (try? recipientFile.withCString { path in
-            var info = stat()
-            return lstat(path, &info) == 0
-        }) ?? false
+        [recipientFile, identityFile].contains { file in
+            (try? file.withCString { path in
+                var info = stat()
+                return lstat(path, &info) == 0
+            }) ?? false
+        }
     }
 
     /// Refuses a vault folder that is not a real folder of the caller's with mode 0700:
@@ -142,7 +150,9 @@ internal struct VaultDirectory: Sendable {
 
     /// A whole file of the vault, refused if it is not the caller's own regular file
     /// with mode 0600 (or stricter). Nil if there is no such file.
-    func read(_ path: VaultPath) throws(KeychainError) -> [UInt8]? {
+    /// Files over `limit` bytes are refused before anything is allocated (an item file
+    /// is at most a few KiB over the largest value).
+    func read(_ path: VaultPath, limit: Int = 1 << 20) throws(KeychainError) -> [UInt8]? {
         let fd = try path.withCString { cPath in open(cPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) }
         guard fd >= 0 else {
             if errno == ENOENT || errno == ENOTDIR { return nil }
@@ -157,6 +167,9 @@ internal struct VaultDirectory: Sendable {
             throw .vaultIOFailed(path: path.description, action: "look at", reason: Errno(rawValue: errno).description)
         }
         try check(info, of: path, isFolder: false)
+        guard info.st_size <= limit else {
+            throw .vaultUnsafe(path: path.description, problem: "is \(info.st_size) bytes, more than a vault file can be", fix: "remove it")
+        }
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
         var filled = 0
         while true {
@@ -168,6 +181,9 @@ internal struct VaultDirectory: Sendable {
             }
             if count == 0 { break }
             filled += count
+            guard filled <= limit else {
+                throw .vaultUnsafe(path: path.description, problem: "grew past \(limit) bytes while being read", fix: "remove it")
+            }
         }
         bytes.removeLast(bytes.count - filled)
         return bytes
@@ -175,7 +191,7 @@ internal struct VaultDirectory: Sendable {
 
     /// The names in a folder, without `.` and `..`; empty if there is no such folder.
     func entries(of folder: VaultPath) -> [[UInt8]] {
-        guard let stream = try? folder.withCString({ opendir($0) }) else { return [] }
+        guard isOwnFolder(folder), let stream = try? folder.withCString({ opendir($0) }) else { return [] }
         defer { closedir(stream) }
         var names: [[UInt8]] = []
         while let entry = readdir(stream) {
@@ -190,6 +206,15 @@ internal struct VaultDirectory: Sendable {
 
     // MARK: Writing
 
+    /// Whether `folder` is a real folder (not a link) of the vault's owner that nobody
+    /// else can use: kc never lists, fills or empties anything else.
+    func isOwnFolder(_ folder: VaultPath) -> Bool {
+        (try? folder.withCString { path in
+            var info = stat()
+            return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR && info.st_uid == owner && info.st_mode & 0o077 == 0
+        }) ?? false
+    }
+
     /// A new file written whole to `tmp/` and flushed to disk, not yet in place.
     struct StagedFile {
         let path: VaultPath
@@ -197,8 +222,11 @@ internal struct VaultDirectory: Sendable {
 
     /// Writes `bytes` to a new file in `tmp/` (0600) and fsyncs it. A full disk or
     /// quota fails here, before anything else changed.
-    func stage(_ bytes: [UInt8]) throws(KeychainError) -> StagedFile {
+    /// `target`'s folder is made first too, so that a full disk fails here, before the
+    /// kernel changes, and not at ``commit(_:to:)``.
+    func stage(_ bytes: [UInt8], for target: VaultPath? = nil) throws(KeychainError) -> StagedFile {
         try makeFolder(temporaryFolder)
+        if let target { try makeFolder(target.parent) }
         var generator = SystemRandomNumberGenerator()
         let name = "new-" + String(generator.next() as UInt64, radix: 36) + String(generator.next() as UInt64, radix: 36)
         let path = temporaryFolder.appending(name)
@@ -231,7 +259,12 @@ internal struct VaultDirectory: Sendable {
     /// Puts a staged file in place (`rename`, which replaces atomically) and fsyncs the
     /// folder, so after a crash the folder names either the old file or the new one.
     func commit(_ staged: StagedFile, to path: VaultPath) throws(KeychainError) {
-        try makeFolder(path.parent)
+        do {
+            try makeFolder(path.parent)
+        } catch {
+            remove(staged.path)
+            throw error
+        }
         let renamed = try staged.path.withCString { from throws(KeychainError) in
             try path.withCString { to in rename(from, to) }
         }
@@ -253,6 +286,10 @@ internal struct VaultDirectory: Sendable {
 
     /// Removes a folder and everything in it (a service's items at one level).
     func removeTree(_ folder: VaultPath) {
+        guard isOwnFolder(folder) else {
+            _ = try? folder.withCString { unlink($0) }  // a link or a file in its place: only the entry goes
+            return
+        }
         for name in entries(of: folder) {
             let child = folder.appending(bytes: name)
             if (try? child.withCString({ unlink($0) == 0 })) != true { removeTree(child) }
@@ -268,11 +305,20 @@ internal struct VaultDirectory: Sendable {
     /// Makes a folder, and any missing parent, with mode 0700 (as the XDG base
     /// directory spec asks for `$XDG_DATA_HOME`: a new user may have no ~/.local/share).
     func makeFolder(_ folder: VaultPath) throws(KeychainError) {
-        let made = try folder.withCString { mkdir($0, 0o700) }
-        if made == 0 || errno == EEXIST { return }
-        if errno == ENOENT, folder.parent != folder, folder.bytes.count > 1 {
+        var made = try folder.withCString { mkdir($0, 0o700) }
+        if made != 0, errno == ENOENT, folder.parent != folder, folder.bytes.count > 1 {
             try makeFolder(folder.parent)
-            if (try folder.withCString { mkdir($0, 0o700) }) == 0 || errno == EEXIST { return }
+            made = try folder.withCString { mkdir($0, 0o700) }
+        }
+        if made == 0 || errno == EEXIST {
+            // Inside the vault every folder must be the owner's own, not a link a
+            // careless chmod let someone plant (kc would write through it, or empty it).
+            let inside = folder.bytes.count > root.bytes.count && folder.bytes.starts(with: root.bytes)
+            if inside && !isOwnFolder(folder) {
+                throw .vaultUnsafe(path: folder.description, problem: "is not a folder of yours with mode 0700 (a link, or open to others)",
+                                   fix: "remove it (kc makes it again) and check the vault folder")
+            }
+            return
         }
         throw .vaultIOFailed(path: folder.description, action: "create", reason: Errno(rawValue: errno).description)
     }
@@ -295,6 +341,10 @@ internal struct VaultDirectory: Sendable {
             throw .vaultIOFailed(path: lockFile.description, action: "open", reason: Errno(rawValue: errno).description)
         }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == owner, info.st_mode & 0o077 == 0 else {
+            throw .vaultUnsafe(path: lockFile.description, problem: "is not a file of yours with mode 0600", fix: "remove it (kc makes it again)")
+        }
         while flock(fd, LOCK_EX) != 0 {
             guard errno == EINTR else {
                 throw .vaultIOFailed(path: lockFile.description, action: "lock", reason: Errno(rawValue: errno).description)

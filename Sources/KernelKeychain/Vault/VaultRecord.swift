@@ -9,8 +9,10 @@ import Musl
 /// What one vault file holds once decrypted: the item whole, so that its file name and
 /// folder are only an index. The service and name are inside too (so a file renamed
 /// on disk, or swapped with another, is caught), with the level, the device-only flag,
-/// the absolute deadline and when it was written (the newer of two copies wins when a
-/// crash left both).
+/// the absolute deadline, when it was written (the newer of two copies wins when a
+/// crash left both) and whose it is: the boot load with the host key, which can open
+/// every user's `always` files, loads a file only into the keyring of the uid inside it,
+/// so a copy of another user's file planted in your vault loads nothing.
 ///
 ///     kc-vault-item 1
 ///     service 636f6d2e676974687562          (hex: names are any bytes)
@@ -18,6 +20,7 @@ import Musl
 ///     access after-first-unlock
 ///     deadline 1764000000                    (or "none")
 ///     written 1763900000123456789            (nanoseconds since the epoch)
+///     owner 1000                             (the uid whose vault wrote it)
 ///
 ///     <the value's bytes, exactly>
 internal struct VaultRecord {
@@ -26,11 +29,14 @@ internal struct VaultRecord {
     var accessibility: Accessibility
     var deadline: Deadline?
     var written: Int64
+    var owner: UInt32
     var value: [UInt8]
 
     static let magic = "kc-vault-item 1"
 
-    init(service: KeyName, name: KeyName, accessibility: Accessibility, deadline: Deadline?, value: [UInt8], written: Int64 = VaultRecord.nowNanoseconds) {
+    init(service: KeyName, name: KeyName, accessibility: Accessibility, deadline: Deadline?, value: [UInt8],
+         written: Int64 = VaultRecord.nowNanoseconds, owner: UInt32 = geteuid()) {
+        self.owner = owner
         self.service = service
         self.name = name
         self.accessibility = accessibility
@@ -54,7 +60,8 @@ internal struct VaultRecord {
         header += "name " + Self.hex(name.bytes) + "\n"
         header += "access " + accessibility.name + "\n"
         header += "deadline " + (deadline.map { String($0.secondsSinceEpoch) } ?? "none") + "\n"
-        header += "written " + String(written) + "\n\n"
+        header += "written " + String(written) + "\n"
+        header += "owner " + String(owner) + "\n\n"
         return Array(header.utf8) + value
     }
 
@@ -62,7 +69,7 @@ internal struct VaultRecord {
     init?(decoding bytes: [UInt8]) {
         guard let blank = Self.endOfHeader(bytes) else { return nil }
         let lines = bytes[..<blank].split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-        guard lines.count == 6, String(decoding: lines[0], as: UTF8.self) == Self.magic else { return nil }
+        guard lines.count == 7, String(decoding: lines[0], as: UTF8.self) == Self.magic else { return nil }
         var fields: [String: String] = [:]
         for line in lines.dropFirst() {
             let text = String(decoding: line, as: UTF8.self)
@@ -71,8 +78,10 @@ internal struct VaultRecord {
         }
         guard let service = fields["service"].flatMap(Self.unhex), let name = fields["name"].flatMap(Self.unhex),
               let accessibility = fields["access"].flatMap(Accessibility.init(name:)),
-              let deadlineText = fields["deadline"], let written = fields["written"].flatMap({ Int64($0) })
+              let deadlineText = fields["deadline"], let written = fields["written"].flatMap({ Int64($0) }),
+              let owner = fields["owner"].flatMap({ UInt32($0) })
         else { return nil }
+        self.owner = owner
         if deadlineText == "none" {
             deadline = nil
         } else if let seconds = Int64(deadlineText) {

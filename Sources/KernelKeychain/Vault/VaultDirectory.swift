@@ -66,7 +66,7 @@ internal struct VaultDirectory: Sendable {
             // As for HOME below: `sudo -E` keeps the caller's; root must not use it.
             var info = stat()
             if geteuid() != 0 || stat(data, &info) != 0 || info.st_uid == 0 {
-                return VaultPath(bytes: Array(String(cString: data).utf8)).appending("kc")
+                return VaultPath(bytes: cStringBytes(data)).appending("kc")
             }
         }
         // A HOME that is another user's (`sudo` keeping the caller's HOME) is not this
@@ -74,7 +74,7 @@ internal struct VaultDirectory: Sendable {
         if let home = getenv("HOME"), home.pointee == UInt8(ascii: "/") {
             var info = stat()
             if stat(home, &info) == 0, info.st_uid == geteuid() {
-                return VaultPath(String(cString: home)).appending(".local/share/kc")
+                return VaultPath(bytes: cStringBytes(home)).appending(".local/share/kc")
             }
         }
         guard let home = Accounts.home(ofUser: geteuid()) else { return nil }
@@ -352,6 +352,11 @@ internal struct VaultDirectory: Sendable {
         }
         return try VaultLockState.holding(body)
     }
+}
+
+/// The bytes of a C string, not decoded: a folder's name need not be UTF-8.
+private func cStringBytes(_ text: UnsafePointer<CChar>) -> [UInt8] {
+    Array(UnsafeRawBufferPointer(start: text, count: strlen(text)))
 }
 
 /// Whether this thread already holds the vault lock: a rename stores the new name

@@ -20,7 +20,7 @@ import Musl
 ///     access after-first-unlock
 ///     deadline 1764000000                    (or "none")
 ///     written 1763900000123456789            (nanoseconds since the epoch)
-///     owner 1000                             (the uid whose vault wrote it)
+///     owner 1000                             (the uid whose vault wrote it; optional)
 ///
 ///     <the value's bytes, exactly>
 internal struct VaultRecord {
@@ -29,13 +29,15 @@ internal struct VaultRecord {
     var accessibility: Accessibility
     var deadline: Deadline?
     var written: Int64
-    var owner: UInt32
+    /// Nil in a record written by hand (`age -r`): such a file loads at the owner's
+    /// unlock, never at boot.
+    var owner: UInt32?
     var value: [UInt8]
 
     static let magic = "kc-vault-item 1"
 
     init(service: KeyName, name: KeyName, accessibility: Accessibility, deadline: Deadline?, value: [UInt8],
-         written: Int64 = VaultRecord.nowNanoseconds, owner: UInt32 = geteuid()) {
+         written: Int64 = VaultRecord.nowNanoseconds, owner: UInt32? = geteuid()) {
         self.owner = owner
         self.service = service
         self.name = name
@@ -61,7 +63,8 @@ internal struct VaultRecord {
         header += "access " + accessibility.name + "\n"
         header += "deadline " + (deadline.map { String($0.secondsSinceEpoch) } ?? "none") + "\n"
         header += "written " + String(written) + "\n"
-        header += "owner " + String(owner) + "\n\n"
+        if let owner { header += "owner " + String(owner) + "\n" }
+        header += "\n"
         return Array(header.utf8) + value
     }
 
@@ -69,7 +72,7 @@ internal struct VaultRecord {
     init?(decoding bytes: [UInt8]) {
         guard let blank = Self.endOfHeader(bytes) else { return nil }
         let lines = bytes[..<blank].split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-        guard lines.count == 7, String(decoding: lines[0], as: UTF8.self) == Self.magic else { return nil }
+        guard lines.count == 6 || lines.count == 7, String(decoding: lines[0], as: UTF8.self) == Self.magic else { return nil }
         var fields: [String: String] = [:]
         for line in lines.dropFirst() {
             let text = String(decoding: line, as: UTF8.self)
@@ -78,10 +81,14 @@ internal struct VaultRecord {
         }
         guard let service = fields["service"].flatMap(Self.unhex), let name = fields["name"].flatMap(Self.unhex),
               let accessibility = fields["access"].flatMap(Accessibility.init(name:)),
-              let deadlineText = fields["deadline"], let written = fields["written"].flatMap({ Int64($0) }),
-              let owner = fields["owner"].flatMap({ UInt32($0) })
+              let deadlineText = fields["deadline"], let written = fields["written"].flatMap({ Int64($0) })
         else { return nil }
-        self.owner = owner
+        if let text = fields["owner"] {
+            guard let owner = UInt32(text) else { return nil }
+            self.owner = owner
+        } else {
+            owner = nil
+        }
         if deadlineText == "none" {
             deadline = nil
         } else if let seconds = Int64(deadlineText) {

@@ -24,18 +24,24 @@ struct PassphraseOptions: ParsableArguments {
     }
 }
 
-/// Asks at the terminal without echo; `confirm` asks twice.
-func askAtTerminal(prompt: String, confirm: Bool) throws -> [UInt8] {
+/// Asks at the terminal without echo; `confirm` asks twice. `missing` and `mismatch`
+/// are the errors for no entry and for two entries that differ.
+func askAtTerminal(prompt: String, confirm: Bool, missing: String = "no passphrase entered",
+                   mismatch: String = "the two entries differ; nothing was changed, try again") throws -> [UInt8] {
     guard var first = readSecretLine(prompt: prompt) else {
-        standardError("kc: no passphrase entered")
+        standardError("kc: " + missing)
         throw ExitStatus.failure
     }
     guard confirm else { return first }
-    var second = readSecretLine(prompt: "Again to confirm: ") ?? []
+    guard var second = readSecretLine(prompt: "Again to confirm: ") else {
+        first.overwriteWithZeros()
+        standardError("kc: " + missing)
+        throw ExitStatus.failure
+    }
     defer { second.overwriteWithZeros() }
     guard first == second else {
         first.overwriteWithZeros()
-        standardError("kc: the two entries differ; nothing was changed, try again")
+        standardError("kc: " + mismatch)
         throw ExitStatus.failure
     }
     return first

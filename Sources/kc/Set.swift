@@ -80,19 +80,9 @@ extension KC {
 
         private func readValue() throws -> [UInt8] {
             if standardInputIsTerminal {
-                guard var first = readSecretLine(prompt: "Value for \(try item.serviceName)/\(try item.keyName): "),
-                      var second = readSecretLine(prompt: "Again to confirm: ")
-                else {
-                    standardError("kc: no value entered; type it at the prompt or pipe it on standard input")
-                    throw ExitStatus.failure
-                }
-                defer { second.overwriteWithZeros() }
-                guard first == second else {
-                    first.overwriteWithZeros()
-                    standardError("kc: the two entries differ; nothing was stored, try again")
-                    throw ExitStatus.failure
-                }
-                return first
+                return try askAtTerminal(prompt: "Value for \(try item.serviceName)/\(try item.keyName): ", confirm: true,
+                                         missing: "no value entered; type it at the prompt or pipe it on standard input",
+                                         mismatch: "the two entries differ; nothing was stored, try again")
             }
             guard let value = readStandardInput(limit: KeychainError.maximumValueSize) else {
                 standardError("kc: cannot read standard input; pipe the value in, e.g. printf '%s' \"$V\" | kc set SERVICE KEY")

@@ -224,6 +224,12 @@ extension Keychain {
         let target = try Keychain(service: newService)
         guard try target.allKeyNames().isEmpty else { throw .alreadyExists(service: newService.description, name: nil) }
         let saved = (try? Vault.forWriting())?.itemNames(in: service) ?? []
+        // A saved item the kernel does not hold (the vault is locked, or kc lock dropped
+        // it) cannot be saved again under the new name without the vault's key: refuse
+        // rather than leave it behind or lose it.
+        for name in saved where try item(name) == nil {
+            throw .vaultLocked(service: service.description, item: name.description)
+        }
         let items = saved.map { (service: service, name: $0) } + saved.map { (service: newService, name: $0) }
         try keepingVaultInStep(items: items, changed: { true }) { () throws(KeychainError) in
             try renameServiceInKernel(service, to: newService)

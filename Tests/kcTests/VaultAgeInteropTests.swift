@@ -93,7 +93,7 @@ final class VaultAgeInteropTests: VaultTestCase {
         let recipient = try String(contentsOfFile: vault.path + "/recipient", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let deadline = wallSeconds() + 3600
         func record(_ name: String, _ level: String, deadline: String, value: [UInt8]) -> [UInt8] {
-            Array("kc-vault-item 1\nservice \(hex(Array(service.utf8)))\nname \(hex(Array(name.utf8)))\naccess \(level)\ndeadline \(deadline)\nwritten 1\n\n".utf8) + value
+            Array("kc-vault-item 1\nservice \(hex(Array(service.utf8)))\nname \(hex(Array(name.utf8)))\naccess \(level)\ndeadline \(deadline)\nwritten 1\nowner \(getuid())\n\n".utf8) + value
         }
         func place(_ plaintext: [UInt8], _ level: String, _ name: String) throws {
             let folder = vault.path + "/items/\(level)/\(service)"
@@ -131,7 +131,7 @@ final class VaultAgeInteropTests: VaultTestCase {
         let otherRecipient = try runCommand("/usr/bin/age-keygen", ["-y", otherKey]).output.trimmingCharacters(in: .whitespacesAndNewlines)
         try "0123456789abcdef0123456789abcdef \(otherRecipient)\n".write(toFile: vault.path + "/device-recipient", atomically: false, encoding: .utf8)
         let level = "when-unlocked+this-device-only"
-        let record = Array("kc-vault-item 1\nservice \(hex(Array(service.utf8)))\nname \(hex(Array("there".utf8)))\naccess \(level)\ndeadline none\nwritten 1\n\nthat machine's".utf8)
+        let record = Array("kc-vault-item 1\nservice \(hex(Array(service.utf8)))\nname \(hex(Array("there".utf8)))\naccess \(level)\ndeadline none\nwritten 1\nowner \(getuid())\n\nthat machine's".utf8)
         let there = vault.itemFile(level, service, "there")
         XCTAssertEqual(try runCommand("/usr/bin/age", ["-r", otherRecipient, "-o", there], input: record).status, 0)
         XCTAssertEqual(chmod(there, 0o600), 0)

@@ -124,9 +124,9 @@ final class VaultWritePathTests: VaultTestCase {
     }
 
     /// `kc lock` drops the saved when-unlocked items from the kernel, not from the vault:
-    /// renaming their service in the mount meanwhile is refused (EACCES: they cannot be
-    /// saved under the new name without the vault's key), and nothing is lost.
-    func testRenamingAServiceWhileTheVaultIsLockedIsRefusedAndLosesNothing() throws {
+    /// renaming their service in the mount meanwhile must not lose them. It is refused
+    /// (EACCES) until an unlock brings them back, then carries them all.
+    func testRenamingAServiceWhileTheVaultIsLockedLosesNothing() throws {
         let vault = try makeVault()
         let mount = try mount(writingTo: vault)
         let service = uniqueService(), renamed = uniqueService()
@@ -134,14 +134,20 @@ final class VaultWritePathTests: VaultTestCase {
         XCTAssertEqual(try vault.set(service, "user", "stays loaded", options: ["--access", "after-first-unlock"]).status, 0)
         XCTAssertEqual(try vault.lock().status, 0)
         XCTAssertEqual(try Keychain(service: service).allKeys(), ["user"], "the when-unlocked item left the kernel")
+        let files = vault.itemFiles()
 
-        XCTAssertEqual(errnoName(FileOps.rename(mount.file(service), mount.file(renamed))), errnoName(EACCES))
-        XCTAssertTrue(vault.itemFiles().contains { $0.hasPrefix("when-unlocked/") && $0.hasSuffix("/session") },
-                      "the dropped item's file is still there: \(vault.itemFiles())")
+        let refused = FileOps.rename(mount.file(service), mount.file(renamed))
+        XCTAssertEqual(errnoName(refused), errnoName(EACCES), "refused while the vault holds items the kernel does not")
+        XCTAssertEqual(vault.itemFiles(), files, "no file was lost or moved")
+        XCTAssertEqual(try Keychain(service: service).allKeys(), ["user"])
+
+        XCTAssertEqual(try vault.unlock().result.status, 0)
+        XCTAssertEqual(errnoName(FileOps.rename(mount.file(service), mount.file(renamed))), errnoName(0), "unlocked, the rename works")
         let report = try rebootAndUnlock(vault)
         XCTAssertEqual(report?.loadedCount, 2, "both items come back")
-        XCTAssertEqual(try Keychain(service: service).string(forKey: "session"), "dropped at lock", "not lost")
-        XCTAssertEqual(try Keychain(service: service).string(forKey: "user"), "stays loaded")
+        XCTAssertEqual(try Keychain(service: renamed).string(forKey: "session"), "dropped at lock")
+        XCTAssertEqual(try Keychain(service: renamed).string(forKey: "user"), "stays loaded")
+        XCTAssertEqual(try Keychain(service: service).allKeys(), [])
     }
 
     func testRemovingAnItemWhileTheVaultIsLockedRemovesItsSavedCopy() throws {

@@ -165,7 +165,10 @@ extension Vault {
             if !report.notLoadedForQuota.isEmpty { report.quota = KeyQuota.current() }
             let problems = report.unreadable.map { "\($0.what): \($0.reason)" } + report.failed.map { "\($0.what): \($0.reason)" }
                 + (report.notLoadedForQuota.isEmpty ? [] : ["\(report.notLoadedForQuota.count) items did not fit in the key quota"])
-            recordStatus(unlocked: true, error: problems.isEmpty ? nil : problems.joined(separator: "; "))
+            // The boot load does not unlock the vault; it reports only what went wrong.
+            if !boot || !problems.isEmpty {
+                recordStatus(unlocked: !boot, error: problems.isEmpty ? nil : problems.joined(separator: "; "))
+            }
             return report
         }
     }

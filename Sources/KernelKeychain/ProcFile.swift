@@ -30,6 +30,13 @@ package func readProcBytes(_ path: String) -> [UInt8]? {
     return bytes
 }
 
+/// The bytes of a NUL-terminated C string, without the NUL; not decoded, so bytes that
+/// are not UTF-8 (a folder's name, an argument) stay as they are. (`package`: kc uses it
+/// for argv and the environment.)
+package func cStringBytes(_ pointer: UnsafePointer<CChar>) -> [UInt8] {
+    Array(UnsafeRawBufferPointer(start: pointer, count: strlen(pointer)))
+}
+
 /// Reads a sysctl under /proc/sys as an integer, e.g. `kernel/keys/maxkeys`.
 internal func readSysctl(_ name: String) -> Int? {
     readProcFile("/proc/sys/" + name).flatMap { Int($0.filter { !$0.isWhitespace }) }

@@ -51,24 +51,15 @@ func askAtTerminal(prompt: String, confirm: Bool, missing: String = "no passphra
 /// newline (`echo pass | kc unlock`).
 func readPassphrase(fd: Int32, what: String, keepNewline: Bool = false) throws -> [UInt8] {
     let limit = 4096
-    var bytes = [UInt8](repeating: 0, count: limit + 1)
-    var count = 0
-    while count < bytes.count {
-        let got = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
-        if got < 0 {
-            if errno == EINTR { continue }
-            standardError("kc: cannot read the passphrase from \(what): \(String(cString: strerror(errno))); pass an open descriptor")
-            throw ExitStatus.usage
-        }
-        if got == 0 { break }
-        count += got
+    guard var bytes = readStandardInput(fd: fd, limit: limit) else {
+        standardError("kc: cannot read the passphrase from \(what): \(String(cString: strerror(errno))); pass an open descriptor")
+        throw ExitStatus.usage
     }
-    guard count <= limit else {
+    guard bytes.count <= limit else {
         bytes.overwriteWithZeros()
         standardError("kc: the passphrase from \(what) is over \(limit) bytes; is that the right input?")
         throw ExitStatus.failure
     }
-    bytes.removeSubrange(count...)
     if !keepNewline, bytes.last == UInt8(ascii: "\n") {
         bytes.removeLast()
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }  // a file saved with CRLF line ends

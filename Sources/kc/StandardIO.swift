@@ -21,13 +21,14 @@ func writeAll(fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
     return true
 }
 
-/// Reads standard input to its end, but at most `limit + 1` bytes, so an oversize value
-/// is detected without holding all of it. The caller zeroes the result.
-func readStandardInput(limit: Int) -> [UInt8]? {
+/// Reads standard input (or `fd`) to its end, but at most `limit + 1` bytes, so an
+/// oversize value is detected without holding all of it. Nil on a read error, with
+/// `errno` set. The caller zeroes the result.
+func readStandardInput(fd: Int32 = 0, limit: Int) -> [UInt8]? {
     var bytes = [UInt8](repeating: 0, count: limit + 1)
     var count = 0
     while count < bytes.count {
-        let got = bytes.withUnsafeMutableBytes { read(0, $0.baseAddress! + count, $0.count - count) }
+        let got = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
         if got < 0 {
             if errno == EINTR { continue }
             return nil

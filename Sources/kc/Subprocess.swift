@@ -56,9 +56,3 @@ func siblingExecutable(_ name: String) -> String {
     let own = ownExecutablePath()
     return String(own[..<(own.lastIndex(of: "/") ?? own.startIndex)]) + "/" + name
 }
-
-/// The bytes of a NUL-terminated C string, without the NUL; not decoded, so bytes that
-/// are not UTF-8 stay as they are.
-func cStringBytes(_ pointer: UnsafePointer<CChar>) -> [UInt8] {
-    Array(UnsafeRawBufferPointer(start: pointer, count: strlen(pointer)))
-}

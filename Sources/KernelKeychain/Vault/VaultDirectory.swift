@@ -354,11 +354,6 @@ internal struct VaultDirectory: Sendable {
     }
 }
 
-/// The bytes of a C string, not decoded: a folder's name need not be UTF-8.
-private func cStringBytes(_ text: UnsafePointer<CChar>) -> [UInt8] {
-    Array(UnsafeRawBufferPointer(start: text, count: strlen(text)))
-}
-
 /// Whether this thread already holds the vault lock: a rename stores the new name
 /// through the same code as `kc set`, which locks too.
 internal enum VaultLockState {

@@ -69,7 +69,7 @@ extension KC {
             let key = try item.keyName
             try reporting { () throws(KeychainError) in try keychain.set(value, forKey: key) }
             let service = try item.serviceName
-            if level == .always && !ephemeral, let vault = try? Vault.atDefaultLocation(), vault.exists, (try? vault.status().hasHostKey) != true {
+            if level == .always && !ephemeral, let vault = try? Vault.atDefaultLocation(), vault.exists, !HostKey.exists {
                 standardError("kc: note: without a host key (sudo kc vault host-init) always items come back after a reboot at your first 'kc unlock', not at boot")
             }
             let ownShared = { (try? Keychain(service: service).sharing()) != nil }

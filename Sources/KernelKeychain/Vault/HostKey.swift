@@ -19,6 +19,9 @@ public enum HostKey {
     /// Where the key lives (`/var/lib/kc`, or `KC_HOST_KEY_DIR`).
     public static var folder: String { VaultKeys.hostKeyFolder.description }
 
+    /// Whether root made a host key that writes can use.
+    public static var exists: Bool { VaultKeys.hostRecipient() != nil }
+
     /// Makes the host key if there is none: `host-identity` (0600) and
     /// `host-recipient` (0644), in a root-owned 0755 folder. Returns the recipient and
     /// whether it was made now.

@@ -103,14 +103,16 @@ internal struct VaultDirectory: Sendable {
     /// Whether the vault was made (`kc vault init`): its recipient file is there, or
     /// its key (a vault whose recipient was lost must not pass for no vault: writes
     /// would stop being saved, and `kc vault init` would replace the key). One `stat`
-    /// without a vault; this is all a write costs a user who has none.
+    /// without a vault (of the folder); this is all a write costs a user who has none.
     var exists: Bool {
-        [recipientFile, identityFile].contains { file in
-            (try? file.withCString { path in
-                var info = stat()
-                return lstat(path, &info) == 0
-            }) ?? false
-        }
+        isPresent(root) && (isPresent(recipientFile) || isPresent(identityFile))
+    }
+
+    private func isPresent(_ path: VaultPath) -> Bool {
+        (try? path.withCString { cPath in
+            var info = stat()
+            return lstat(cPath, &info) == 0
+        }) ?? false
     }
 
     /// Refuses a vault folder that is not a real folder of the caller's with mode 0700:

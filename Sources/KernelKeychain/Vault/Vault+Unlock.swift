@@ -146,19 +146,8 @@ extension Vault {
             }
             try VaultHooks.suspended { () throws(KeychainError) in
                 for key in order {
-                    guard var record = newestRecord(of: key, in: byItem[key] ?? [], identities: identities, report: &report) else { continue }
-                    defer { record.value.overwriteWithZeros() }
-                    if record.isExpired {
-                        removeItem(record.name, in: record.service)
-                        report.expiredRemoved += 1
-                        continue
-                    }
-                    if hostToAdd != nil, record.accessibility.level == .always { try? write(record) }
-                    if !levels.contains(record.accessibility.level) {
-                        report.waiting += 1
-                    } else {
-                        load(record, report: &report)
-                    }
+                    settle(key, files: byItem[key] ?? [], identities: identities, levels: levels,
+                           addingHostKey: hostToAdd != nil, report: &report)
                 }
             }
             if let host = hostToAdd { try? directory.commit(directory.stage(Array((host.encoded + "\n").utf8)), to: directory.hostRecipientFile) }
@@ -182,13 +171,8 @@ extension Vault {
             let files = Accessibility.allCases.map { ($0, directory.itemFile($0, service, name)) }.filter { directory.isFile($0.1) }
             var report = VaultUnlockReport()
             try VaultHooks.suspended { () throws(KeychainError) in
-                guard var record = newestRecord(of: ItemKey(service: service, name: name), in: files, identities: identities, report: &report) else { return }
-                defer { record.value.overwriteWithZeros() }
-                if record.isExpired {
-                    removeItem(name, in: service)
-                } else {
-                    load(record, report: &report)
-                }
+                settle(ItemKey(service: service, name: name), files: files, identities: identities, levels: Vault.allLevels,
+                       addingHostKey: false, report: &report)
             }
             if let problem = report.unreadable.first ?? report.failed.first {
                 throw .vaultCrypto(path: problem.what, problem.reason)
@@ -198,6 +182,26 @@ extension Vault {
             }
         }
         return true
+    }
+
+    /// One item at unlock or reload: its newest file is opened; expired, it is removed;
+    /// at a level this load covers, it goes into the kernel (``load(_:report:)``).
+    /// `addingHostKey`: an `always` file is written again so the host key can open it.
+    private func settle(_ key: ItemKey, files: [(Accessibility, VaultPath)], identities: [AgeX25519Identity],
+                        levels: Set<Accessibility.Level>, addingHostKey: Bool, report: inout VaultUnlockReport) {
+        guard var record = newestRecord(of: key, in: files, identities: identities, report: &report) else { return }
+        defer { record.value.overwriteWithZeros() }
+        if record.isExpired {
+            removeItem(record.name, in: record.service)
+            report.expiredRemoved += 1
+            return
+        }
+        if addingHostKey, record.accessibility.level == .always { try? write(record) }
+        if levels.contains(record.accessibility.level) {
+            load(record, report: &report)
+        } else {
+            report.waiting += 1
+        }
     }
 
     private struct ItemKey: Hashable {

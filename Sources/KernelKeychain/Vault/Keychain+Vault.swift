@@ -29,7 +29,7 @@ extension Keychain {
     /// On a read that missed in the kernel: if the vault holds the item and is
     /// unlocked, it is loaded again (the persistent keyring expired, or a new login
     /// session) and found; if the vault is locked, that is the error. Only a miss pays
-    /// for this: one `stat` without a vault.
+    /// for this: without a vault, a `stat` of HOME and an `lstat` of where the vault would be.
     internal func reloadedFromVault(_ key: KeyName, in scope: Scope) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
         guard case .own(let service) = scope, let vault = try Vault.forWriting(),
               !vault.levels(ofItem: key, in: service).isEmpty

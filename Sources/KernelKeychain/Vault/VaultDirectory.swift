@@ -102,7 +102,7 @@ internal struct VaultDirectory: Sendable {
 
     /// Whether the vault was made (`kc vault init`): its recipient file is there, or
     /// its key (a vault whose recipient was lost must not pass for no vault: writes
-    /// would stop being saved, and `kc vault init` would replace the key). One `stat`
+    /// would stop being saved, and `kc vault init` would replace the key). One `lstat`
     /// without a vault (of the folder); this is all a write costs a user who has none.
     var exists: Bool {
         isPresent(root) && (isPresent(recipientFile) || isPresent(identityFile))

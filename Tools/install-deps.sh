@@ -9,11 +9,16 @@
 #                            python3 (syscall and terminal tests), podman, runc
 #                            and busybox-static (container tests), age (backup and
 #                            vault interop tests), pamtester (vault PAM tests),
-#                            hyperfine (benchmark)
+#                            hyperfine (benchmark); and the real clients the
+#                            integration tests drive (docs/INTEGRATIONS.md): git,
+#                            docker-registry and apache2-utils (a local registry with
+#                            htpasswd), borgbackup and restic, python3-keyring and
+#                            python3-dotenv
 set -euo pipefail
 packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db)
 if [ "${1:-}" = "--tests" ]; then
-    packages+=(strace python3 podman runc busybox-static age pamtester hyperfine)
+    packages+=(strace python3 podman runc busybox-static age pamtester hyperfine
+               git docker-registry apache2-utils borgbackup restic python3-keyring python3-dotenv)
 fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"

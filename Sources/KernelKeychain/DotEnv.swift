@@ -4,8 +4,12 @@
 /// (whole lines, and after an unquoted value when preceded by a space), an `export `
 /// prefix, spaces around the name and an unquoted value, `=` inside values (the first
 /// `=` separates), CRLF line ends, `'single quoted'` values taken literally and
-/// `"double quoted"` values with `\n \r \t \" \\ \$` escapes that may span lines.
-/// Writing always double-quotes, so any UTF-8 value without NUL round-trips.
+/// `"double quoted"` values with `\n \r \t \" \\ \$` escapes; both may span lines.
+///
+/// Writing aims at every reader at once: python-dotenv, docker compose's `env_file`
+/// and systemd's `EnvironmentFile=` must each read back the exact value. The forms
+/// they agree on are narrow, so ``render(_:)`` picks one per value (see ``quoted(_:)``)
+/// and refuses, naming the item, a value none of them can carry.
 public enum DotEnv {
     public struct Entry: Sendable, Hashable {
         public var name: String
@@ -47,12 +51,22 @@ public enum DotEnv {
             var rest = line[(equals + 1)...].drop(while: isBlank)
             var value = String.UnicodeScalarView()
             if rest.first == "'" {
+                // A single-quoted value may continue on the following lines too.
                 rest = rest.dropFirst()
-                guard let close = rest.firstIndex(of: "'") else {
-                    throw ArchiveError(location: "line \(number)", problem: "the single quote is not closed")
+                while true {
+                    if let close = rest.firstIndex(of: "'") {
+                        value.append(contentsOf: rest[..<close])
+                        try checkTrailing(rest[(close + 1)...], line: number)
+                        break
+                    }
+                    guard index < lines.count else {
+                        throw ArchiveError(location: "line \(number)", problem: "the single quote is not closed")
+                    }
+                    value.append(contentsOf: rest)
+                    value.append("\n")
+                    rest = lines[index]
+                    index += 1
                 }
-                value.append(contentsOf: rest[..<close])
-                try checkTrailing(rest[(close + 1)...], line: number)
             } else if rest.first == "\"" {
                 // A double-quoted value may continue on the following lines.
                 var body = rest.dropFirst()
@@ -93,8 +107,9 @@ public enum DotEnv {
         return entries
     }
 
-    /// Renders items as `NAME="value"` lines. Names must be dotenv names and values
-    /// UTF-8 without NUL; anything else is an error naming the item (use JSON).
+    /// Renders items as `NAME='value'` lines (``quoted(_:)``). Names must be dotenv
+    /// names and values UTF-8 text that every reader keeps; anything else is an error
+    /// naming the item (use JSON).
     public static func render(_ items: [(name: String, value: [UInt8])]) throws(ArchiveError) -> String {
         var text = ""
         for item in items {
@@ -104,22 +119,80 @@ public enum DotEnv {
             guard !item.value.contains(0), let value = String(validating: item.value, as: UTF8.self) else {
                 throw ArchiveError(location: item.name, problem: "is binary (not UTF-8, or has NUL); export this service as JSON")
             }
-            // Scalars, not Characters: "\r\n" is one Character and would slip through.
-            var escaped = ""
-            for scalar in value.unicodeScalars {
-                switch scalar {
-                case "\\": escaped += "\\\\"
-                case "\"": escaped += "\\\""
-                case "$": escaped += "\\$"
-                case "\n": escaped += "\\n"
-                case "\r": escaped += "\\r"
-                case "\t": escaped += "\\t"
-                default: escaped.unicodeScalars.append(scalar)
-                }
+            switch quoted(value) {
+            case .success(let quoted): text += "\(item.name)=\(quoted)\n"
+            case .failure(let reason): throw ArchiveError(location: item.name, problem: "\(reason); export this service as JSON")
             }
-            text += "\(item.name)=\"\(escaped)\"\n"
         }
         return text
+    }
+
+    /// Why no quoting carries a value to every reader; completes "NAME ...".
+    public enum Unquotable: Error, CustomStringConvertible, Equatable {
+        case carriageReturn
+        case expansion
+        case trailingBackslash
+        case quoteAndDollar
+
+        public var description: String {
+            switch self {
+            case .carriageReturn:
+                "has a carriage return, which python-dotenv turns into a newline and systemd cannot escape"
+            case .expansion:
+                "has '${...}', which python-dotenv expands in every kind of quotes"
+            case .trailingBackslash:
+                "ends with a backslash, which python-dotenv reads as escaping the closing quote"
+            case .quoteAndDollar:
+                "has '$' as well as a single quote or a backslash escape, which single quotes cannot hold, and compose expands '$' in double quotes"
+            }
+        }
+    }
+
+    /// The value as python-dotenv (0.21 and later), compose v2 and systemd all read it:
+    /// - single quotes, taken literally by all three, when the value has no `'` and no
+    ///   backslash pair that python-dotenv or compose would read as an escape (`\\`, `\'`);
+    /// - else double quotes escaping only `\` and `"` (the escapes all three share),
+    ///   when the value has no `$` (compose expands it in double quotes, and `\$` means
+    ///   two characters to python-dotenv: the bug this replaced);
+    /// - else nothing works.
+    /// Newlines stay literal inside either quote: all three read a quoted value across
+    /// lines. A carriage return cannot stay literal (python-dotenv reads files with
+    /// universal newlines) nor be escaped (systemd keeps `\r` as two characters);
+    /// python-dotenv expands `${NAME}` inside single quotes too, and its pattern for a
+    /// double-quoted value takes `\\"` at the end for an escaped quote, so a value that
+    /// ends in a backslash has no form either.
+    public static func quoted(_ value: String) -> Result<String, Unquotable> {
+        let scalars = Array(value.unicodeScalars)
+        if scalars.contains("\r") { return .failure(.carriageReturn) }
+        if hasExpansion(scalars) { return .failure(.expansion) }
+        if scalars.last == "\\" { return .failure(.trailingBackslash) }
+        let backslashEscapes = zip(scalars, scalars.dropFirst()).contains { $0 == "\\" && ($1 == "\\" || $1 == "'") }
+        if !scalars.contains("'") && !backslashEscapes {
+            return .success("'\(value)'")
+        }
+        if !scalars.contains("$") {
+            var escaped = "\""
+            for scalar in scalars {
+                if scalar == "\\" || scalar == "\"" { escaped += "\\" }
+                escaped.unicodeScalars.append(scalar)
+            }
+            return .success(escaped + "\"")
+        }
+        return .failure(.quoteAndDollar)
+    }
+
+    /// python-dotenv's variable form, which it expands: `${NAME}` or `${NAME:-DEFAULT}`,
+    /// where NAME has no `}` or `:` and DEFAULT no `}`.
+    private static func hasExpansion(_ scalars: [Unicode.Scalar]) -> Bool {
+        for start in scalars.indices.dropLast() where scalars[start] == "$" && scalars[start + 1] == "{" {
+            var position = start + 2
+            while position < scalars.count, scalars[position] != "}", scalars[position] != ":" { position += 1 }
+            guard position < scalars.count else { return false }
+            if scalars[position] == "}" { return true }
+            guard position + 1 < scalars.count, scalars[position + 1] == "-" else { continue }
+            if scalars[(position + 2)...].contains("}") { return true }
+        }
+        return false
     }
 
     /// `[A-Za-z_][A-Za-z0-9_.-]*`, at most 255 bytes.

@@ -22,8 +22,11 @@ extension KC {
 
             JSON (stable, version 1): {"format": "kc-export", "version": 1, "items":
             [{"service", "name", "access", "secondsLeft" and "expiresAt" (null for none), "value"
-            (base64 of the exact bytes)}]}. dotenv: NAME="value" lines of one service,
-            for values that are UTF-8 text. Device-only items are never exported.
+            (base64 of the exact bytes)}]}. dotenv: NAME='value' lines of one service,
+            quoted so that python-dotenv, docker compose's env_file and systemd's
+            EnvironmentFile= read back the exact value; a value none of them can carry
+            (a carriage return, '${NAME}', or '$' with a quote) is refused by name.
+            Device-only items are never exported.
             kc refuses to write secrets to a terminal.
             """
         )

@@ -87,7 +87,7 @@ final class ExportImportTests: KeyringTestCase {
         XCTAssertEqual(try Keychain(service: service).string(forKey: "API_KEY"), "k=v==")
         XCTAssertEqual(try Keychain(service: service).item("DB_URL")?.accessibility, .afterFirstUnlock)
         let out = try runShell("'\(builtKC)' export --format env --service '\(service)' | cat")
-        XCTAssertEqual(out.output, "API_KEY=\"k=v==\"\nDB_URL=\"postgres://x\"\n")
+        XCTAssertEqual(out.output, "API_KEY='k=v=='\nDB_URL='postgres://x'\n")
     }
 
     func testExportRefusesATerminal() throws {

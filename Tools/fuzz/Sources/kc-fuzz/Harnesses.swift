@@ -74,7 +74,10 @@ private func fuzzDotEnv(_ bytes: [UInt8]) {
         require(DotEnv.isValidName(entry.name), "accepted the name \(entry.name)")
         require(!entry.value.isEmpty && entry.value.count <= KeychainError.maximumValueSize, "accepted a bad size")
     }
-    let renderable = entries.filter { !$0.value.contains(0) }
+    // Values no quoting carries to every dotenv reader are refused on export (DotEnv.quoted).
+    let renderable = entries.filter {
+        !$0.value.contains(0) && (try? DotEnv.quoted(String(decoding: $0.value, as: UTF8.self)).get()) != nil
+    }
     guard let rendered = try? DotEnv.render(renderable.map { ($0.name, $0.value) }) else {
         return require(false, "parsed entries cannot be rendered")
     }

@@ -1,0 +1,228 @@
+public import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One read of an item, for the audit log: who read which item, never what it holds.
+/// `kc mount --audit` records one per open of an item file; `kc get` one per value
+/// written when `KC_AUDIT=1`.
+public struct ItemRead: Sendable {
+    /// How the value was reached: `mount` or `kc-get`.
+    public var via: String
+    public var service: KeyName
+    public var item: KeyName
+    /// The reading process (thread group) and its real uid.
+    public var readerPID: Int32
+    public var readerUID: UInt32
+    /// `mount`: how the file was opened (`read`, `write`, `read-write`). Nil otherwise.
+    public var access: String?
+    /// `kc-get`: the pid of kc itself (the reader is the program that ran it).
+    public var kcPID: Int32?
+
+    public init(via: String, service: KeyName, item: KeyName, readerPID: Int32, readerUID: UInt32,
+                access: String? = nil, kcPID: Int32? = nil) {
+        self.via = via
+        self.service = service
+        self.item = item
+        self.readerPID = readerPID
+        self.readerUID = readerUID
+        self.access = access
+        self.kcPID = kcPID
+    }
+}
+
+/// The audit log's sink: the journal through its native protocol when
+/// /run/systemd/journal/socket exists, else syslog (facility authpriv, ident `kc`,
+/// through libc, which writes to /dev/log). A line that cannot be delivered is dropped:
+/// auditing never makes a read fail.
+///
+/// The line is `read service=S item=I pid=P uid=U exe=E via=V [access=A] [kc_pid=K]`.
+/// Names and the executable path are escaped (``escaped(_:)``) so each field is one
+/// space-free token of printable UTF-8.
+public enum ReadAudit {
+    public static let journalSocket = "/run/systemd/journal/socket"
+
+    /// Whether `KC_AUDIT` asks `kc get` to audit: set, and neither empty nor `0`.
+    /// One getenv, so the unaudited `kc get` pays nothing more.
+    public static var requestedByEnvironment: Bool {
+        guard let value = getenv("KC_AUDIT") else { return false }
+        return !(value.pointee == 0 || (value.pointee == UInt8(ascii: "0") && value[1] == 0))
+    }
+
+    /// Logs `read` to the journal, or to syslog where there is no journal.
+    public static func record(_ read: ItemRead) {
+        let executable = executablePath(of: read.readerPID)
+        let line = message(read, executable: executable)
+        var journalFields: [(String, String)] = [
+            ("MESSAGE", line),
+            ("PRIORITY", "6"),
+            ("SYSLOG_FACILITY", "10"),
+            ("SYSLOG_IDENTIFIER", "kc"),
+            ("KC_SERVICE", escaped(read.service.bytes)),
+            ("KC_ITEM", escaped(read.item.bytes)),
+            ("KC_READER_PID", String(read.readerPID)),
+            ("KC_READER_UID", String(read.readerUID)),
+            ("KC_READER_EXE", executable.map(escaped) ?? "?"),
+            ("KC_VIA", read.via),
+        ]
+        if let access = read.access { journalFields.append(("KC_ACCESS", access)) }
+        if let kcPID = read.kcPID { journalFields.append(("KC_GET_PID", String(kcPID))) }
+        if sendToJournal(journalFields) { return }
+        sendToSyslog(line)
+    }
+
+    /// The one-line text of an audit record.
+    public static func message(_ read: ItemRead, executable: [UInt8]?) -> String {
+        var line = "read service=\(escaped(read.service.bytes)) item=\(escaped(read.item.bytes))"
+        line += " pid=\(read.readerPID) uid=\(read.readerUID) exe=\(executable.map(escaped) ?? "?") via=\(read.via)"
+        if let access = read.access { line += " access=\(access)" }
+        if let kcPID = read.kcPID { line += " kc_pid=\(kcPID)" }
+        return line
+    }
+
+    /// `bytes` as printable UTF-8 without spaces: control bytes, space, DEL, backslash
+    /// and every byte that is not part of valid UTF-8 become `\xHH`.
+    public static func escaped(_ bytes: [UInt8]) -> String {
+        var text = ""
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte >= 0x80, let length = validUTF8Length(bytes, at: index) {
+                text += String(decoding: bytes[index..<index + length], as: UTF8.self)
+                index += length
+                continue
+            }
+            if byte <= 0x20 || byte == 0x7f || byte == UInt8(ascii: "\\") || byte >= 0x80 {
+                let hex = String(byte, radix: 16)
+                text += "\\x" + (byte < 16 ? "0" : "") + hex
+            } else {
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            }
+            index += 1
+        }
+        return text
+    }
+
+    /// The length of the valid multi-byte UTF-8 sequence at `index`, or nil.
+    private static func validUTF8Length(_ bytes: [UInt8], at index: Int) -> Int? {
+        let lead = bytes[index]
+        let length: Int
+        switch lead {
+        case 0xc2...0xdf: length = 2
+        case 0xe0...0xef: length = 3
+        case 0xf0...0xf4: length = 4
+        default: return nil
+        }
+        guard index + length <= bytes.count else { return nil }
+        var decoder = UTF8()
+        var iterator = bytes[index..<index + length].makeIterator()
+        guard case .scalarValue = decoder.decode(&iterator) else { return nil }
+        return length
+    }
+
+    /// readlink /proc/PID/exe: the reader's program (needs ptrace access to it, as `ls -l
+    /// /proc/PID/exe` does). Nil if it is gone or not ours to see.
+    public static func executablePath(of pid: Int32) -> [UInt8]? {
+        guard pid > 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count)
+        guard count > 0 else { return nil }
+        return buffer[..<count].map { UInt8(bitPattern: $0) }
+    }
+
+    /// One datagram of `FIELD=value` lines to journald (the native protocol); false if
+    /// there is no journal here or it refused. Values never hold a newline (they are
+    /// escaped), so the plain form serves.
+    private static func sendToJournal(_ fields: [(String, String)]) -> Bool {
+        var stats = stat()
+        guard lstat(journalSocket, &stats) == 0, stats.st_mode & S_IFMT == S_IFSOCK else { return false }
+        var datagram: [UInt8] = []
+        for (name, value) in fields {
+            datagram += Array(name.utf8) + [UInt8(ascii: "=")] + Array(value.utf8) + [UInt8(ascii: "\n")]
+        }
+        return sendDatagram(datagram, to: journalSocket)
+    }
+
+    nonisolated(unsafe) private static var syslogOpened = false
+    /// openlog keeps the pointer it is given, so the ident must outlive every call.
+    nonisolated(unsafe) private static let syslogIdent: UnsafeMutablePointer<CChar>? = strdup("kc")
+    private static let syslogLock = SyslogLock()
+
+    /// syslog(3) at authpriv.info with ident `kc` and the logger's pid. libc connects
+    /// to /dev/log on first use (LOG_NDELAY would connect at open), and drops the line
+    /// if nothing listens there.
+    private static func sendToSyslog(_ line: String) {
+        syslogLock.withLock {
+            if !syslogOpened {
+                openlog(syslogIdent, LOG_PID, LOG_AUTHPRIV)
+                syslogOpened = true
+            }
+            line.withCString { text in
+                withVaList([text]) { vsyslog(LOG_INFO, "%s", $0) }
+            }
+        }
+    }
+}
+
+/// A pthread mutex: syslog's ident and connection are process-wide state.
+private final class SyslogLock: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    init() { pthread_mutex_init(&mutex, nil) }
+    func withLock(_ body: () -> Void) {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        body()
+    }
+}
+
+/// Sends one datagram on a new AF_UNIX socket to `address`: a path, or an abstract
+/// name written with a leading `@` (as systemd writes `$NOTIFY_SOCKET`). False if the
+/// address is too long or the send fails.
+package func sendDatagram(_ bytes: [UInt8], to address: String) -> Bool {
+    guard var socketAddress = UnixSocketAddress(address) else { return false }
+    let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    let sent = socketAddress.withSockaddr { address, length in
+        bytes.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), address, length) }
+    }
+    return sent == bytes.count
+}
+
+/// A `sockaddr_un` for a path, or for an abstract name given as `@name` (the `@`
+/// stands for the leading NUL byte).
+package struct UnixSocketAddress {
+    private var storage = sockaddr_un()
+    private var length: socklen_t
+
+    package init?(_ address: String) {
+        var bytes = Array(address.utf8)
+        let abstract = bytes.first == UInt8(ascii: "@")
+        if abstract { bytes[0] = 0 }
+        guard !bytes.isEmpty else { return nil }
+        self.init(rawPath: bytes, terminated: !abstract)
+    }
+
+    /// The address with `sun_path` exactly `rawPath` (a leading 0 makes it abstract);
+    /// `terminated` adds the NUL a filesystem path ends with.
+    package init?(rawPath: [UInt8], terminated: Bool) {
+        storage.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: storage.sun_path)
+        guard rawPath.count + (terminated ? 1 : 0) <= capacity else { return nil }
+        withUnsafeMutableBytes(of: &storage.sun_path) { path in
+            for (index, byte) in rawPath.enumerated() { path[index] = byte }
+        }
+        let pathOffset = MemoryLayout<sockaddr_un>.offset(of: \.sun_path) ?? 2
+        length = socklen_t(pathOffset + rawPath.count + (terminated ? 1 : 0))
+    }
+
+    package mutating func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+        let length = self.length
+        return withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) }
+        }
+    }
+}

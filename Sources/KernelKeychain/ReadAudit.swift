@@ -17,13 +17,14 @@ public struct ItemRead: Sendable {
     /// The reading process (thread group) and its real uid.
     public var readerPID: Int32
     public var readerUID: UInt32
-    /// `mount`: how the file was opened (`read`, `write`, `read-write`). Nil otherwise.
-    public var access: String?
+    /// What the reader may do with the value: `read`, or for a file opened through the
+    /// mount `write` or `read-write`. The line begins with it.
+    public var access: String
     /// `kc-get`: the pid of kc itself (the reader is the program that ran it).
     public var kcPID: Int32?
 
     public init(via: String, service: KeyName, item: KeyName, readerPID: Int32, readerUID: UInt32,
-                access: String? = nil, kcPID: Int32? = nil) {
+                access: String = "read", kcPID: Int32? = nil) {
         self.via = via
         self.service = service
         self.item = item
@@ -39,7 +40,9 @@ public struct ItemRead: Sendable {
 /// through libc, which writes to /dev/log). A line that cannot be delivered is dropped:
 /// auditing never makes a read fail.
 ///
-/// The line is `read service=S item=I pid=P uid=U exe=E via=V [access=A] [kc_pid=K]`.
+/// The line is `ACCESS service=S item=I pid=P uid=U exe=E via=V [kc_pid=K]`, where ACCESS
+/// is `read` (or, for a file opened through the mount to be written, `write` or
+/// `read-write`) and VIA is `mount` or `kc-get`.
 /// Names and the executable path are escaped (``escaped(_:)``) so each field is one
 /// space-free token of printable UTF-8.
 public enum ReadAudit {
@@ -68,7 +71,7 @@ public enum ReadAudit {
             ("KC_READER_EXE", executable.map(escaped) ?? "?"),
             ("KC_VIA", read.via),
         ]
-        if let access = read.access { journalFields.append(("KC_ACCESS", access)) }
+        journalFields.append(("KC_ACCESS", read.access))
         if let kcPID = read.kcPID { journalFields.append(("KC_GET_PID", String(kcPID))) }
         if sendToJournal(journalFields) { return }
         sendToSyslog(line)
@@ -76,9 +79,8 @@ public enum ReadAudit {
 
     /// The one-line text of an audit record.
     public static func message(_ read: ItemRead, executable: [UInt8]?) -> String {
-        var line = "read service=\(escaped(read.service.bytes)) item=\(escaped(read.item.bytes))"
+        var line = "\(read.access) service=\(escaped(read.service.bytes)) item=\(escaped(read.item.bytes))"
         line += " pid=\(read.readerPID) uid=\(read.readerUID) exe=\(executable.map(escaped) ?? "?") via=\(read.via)"
-        if let access = read.access { line += " access=\(access)" }
         if let kcPID = read.kcPID { line += " kc_pid=\(kcPID)" }
         return line
     }

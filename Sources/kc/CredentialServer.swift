@@ -328,7 +328,7 @@ final class CredentialConnection {
             }
             switch sent {
             case nil:
-                log("refused \(named): no item \(ReadAudit.escaped(request.id.bytes)) in service \(serviceText); store it with kc set \(serviceText) ITEM; nothing sent")
+                log("refused \(named): no item \(ReadAudit.escaped(request.id.bytes)) in service \(serviceText); store it with kc set \(serviceText) \(ReadAudit.escaped(request.id.bytes)); nothing sent")
             case false?:
                 log("gave up on \(named): the peer did not read within \(CredentialListener.peerTimeoutSeconds) s or closed")
             case true?:

@@ -195,6 +195,48 @@ final class CredentialServerTests: KeyringTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 2)
     }
 
+    func testASocketPassedBySystemdSocketActivationIsServedAndLeftInPlace() throws {
+        guard programExists("python3") else { throw XCTSkip("python3 is not installed") }
+        let service = uniqueService()
+        try Keychain(service: service).set("activated", forKey: "token")
+        // As systemd does for a .socket unit: the listening socket as descriptor 3,
+        // LISTEN_PID naming the process that execs kc, LISTEN_FDS=1.
+        let launcher = """
+            import os, socket, sys
+            path, kc, service = sys.argv[1:4]
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(path)
+            s.listen(16)
+            if s.fileno() != 3:
+                os.dup2(s.fileno(), 3)
+            os.set_inheritable(3, True)
+            os.environ["LISTEN_PID"] = str(os.getpid())
+            os.environ["LISTEN_FDS"] = "1"
+            os.execv(kc, [kc, "credential-server", "--service", service])
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", launcher, socketPath, builtKC, service]
+        let log = Pipe()
+        process.standardError = log
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        server = process
+        serverLog = log
+        var answer: [UInt8] = []
+        for _ in 0..<100 {
+            if FileManager.default.fileExists(atPath: socketPath) {
+                answer = try fetch()
+                if !answer.isEmpty { break }
+            }
+            usleep(50_000)
+        }
+        XCTAssertEqual(answer, Array("activated".utf8))
+        let stopped = try XCTUnwrap(stopServer())
+        XCTAssertEqual(stopped.status, 0, stopped.log)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: socketPath), "systemd's socket is systemd's to remove")
+    }
+
     func testAServerNeedsAServiceToServe() throws {
         let result = try kc("credential-server", "--socket", socketPath)
         XCTAssertEqual(result.status, 64)

@@ -71,9 +71,13 @@ final class ReadAuditTests: KeyringTestCase {
         // <86>: facility authpriv (10), severity info (6).
         XCTAssertTrue(line.hasPrefix("<86>"), line)
         XCTAssertTrue(line.contains(" kc["), "ident kc: \(line)")
-        XCTAssertTrue(line.hasSuffix("read service=\(service) item=token pid=\(readerPID) uid=\(getuid()) exe=\(resolved("/bin/cat")) via=mount access=read"), line)
+        XCTAssertTrue(line.hasSuffix("read service=\(service) item=token pid=\(readerPID) uid=\(getuid()) exe=\(resolved("/bin/cat")) via=mount"), line)
         XCTAssertFalse(line.contains(secret))
         XCTAssertNil(log.receive(within: 0.3) { $0.contains(service) }, "one line per open")
+        // An open to write is logged too, as what it is.
+        XCTAssertEqual(writeFile(mount.file(service, "token"), Array("new".utf8)), 0)
+        let write = try XCTUnwrap(log.receive(within: 5) { $0.contains(service) })
+        XCTAssertTrue(write.hasSuffix("write service=\(service) item=token pid=\(getpid()) uid=\(getuid()) exe=\(resolved("/proc/self/exe")) via=mount"), write)
     }
 
     func testMountAuditEscapesControlAndNonUTF8BytesInNames() throws {

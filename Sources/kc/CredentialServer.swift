@@ -12,20 +12,22 @@ extension KC {
             commandName: "credential-server",
             abstract: "Serve items to systemd units as credentials (LoadCredential=ID:SOCKET).",
             discussion: """
-            Listens on an AF_UNIX stream socket. systemd connects once per credential from
-            an address that names the unit and the credential (\\0RANDOM/unit/UNIT/ID) and
-            reads to the end; kc writes the value of item ID and closes. Only uid 0 (the
-            system manager) and your own uid (your user manager) are served. A refused
-            request (another uid, an address of another shape, no such item) gets nothing,
-            and one line on standard error; no line ever holds a value.
+            Listens on an AF_UNIX stream socket. systemd connects once per
+            credential from an abstract address that names the unit and the
+            credential (RANDOM/unit/UNIT/ID) and reads to the end; kc writes the
+            value of item ID and closes. Only uid 0 (the system manager) and your
+            own uid (your user manager) are served. A refused request (another uid,
+            an address of another shape, no such item) gets nothing, and one line
+            on standard error; no line ever holds a value.
 
               kc credential-server --service com.example.web
               # in the unit: LoadCredential=token:/run/kc/credentials.sock
 
-            Items are read as your keychain reads them: a unit run by the system manager
-            is outside your login session, so store its items at --access after-first-unlock
-            or always. A socket passed by systemd socket activation (LISTEN_FDS) is used
-            instead of --socket. SIGTERM or SIGINT stops the server and removes its socket.
+            Items are read as your keychain reads them: a unit run by the system
+            manager is outside your login session, so store its items at
+            --access after-first-unlock or always. A socket passed by systemd
+            socket activation (LISTEN_FDS) is used instead of --socket. SIGTERM
+            or SIGINT stops the server and removes its socket.
             """
         )
 
@@ -309,7 +311,7 @@ final class CredentialConnection {
         }
         let who = "pid \(peer.pid) uid \(peer.uid)"
         guard peer.uid == 0 || peer.uid == getuid() else {
-            log("refused \(who): only uid 0 and uid \(getuid()) are served; nothing sent")
+            log("refused \(who): only uid \(getuid() == 0 ? "0 is" : "0 and uid \(getuid()) are") served; nothing sent")
             return
         }
         guard let path = peerPath(), let request = CredentialRequest(peerPath: path) else {

@@ -75,12 +75,15 @@ public struct MountConfiguration: Sendable {
     /// Show `shared/<owner>/<service>/<item>`: services other users share with this one
     /// through a group. Hides a service of the caller's own named `shared`.
     public var showsShared: Bool
+    /// Log one line per open of an item file (`kc mount --audit`): see ``ReadAudit``.
+    public var auditsReads: Bool
 
     public static let sharedDirectoryName: KeyName = "shared"
 
     public init(readOnly: Bool = false, service: KeyName? = nil,
-                newItemAccessibility: Accessibility = .whenUnlocked, uid: UInt32, gid: UInt32, showsShared: Bool = false) {
+                newItemAccessibility: Accessibility = .whenUnlocked, uid: UInt32, gid: UInt32, showsShared: Bool = false, auditsReads: Bool = false) {
         self.showsShared = showsShared
+        self.auditsReads = auditsReads
         self.readOnly = readOnly
         self.service = service
         self.newItemAccessibility = newItemAccessibility

@@ -24,6 +24,7 @@ struct MountDaemon: ParsableCommand {
     @Option var serviceHex: String?
     @Flag var allowOther = false
     @Flag var shared = false
+    @Flag var audit = false
     @Option(name: .customLong("access")) var level: String = Accessibility.Level.whenUnlocked.rawValue
     @Option var readyFd: Int32?
 
@@ -37,6 +38,10 @@ struct MountDaemon: ParsableCommand {
             report("kc: unknown access level '\(self.level)'")
             throw ExitCode(64)
         }
+        // Under a service manager (`kc mount --foreground` in a Type=notify unit) the
+        // daemon reports readiness itself; in the background `kc mount` returns instead.
+        let serviceManager = readyFd == nil ? ServiceManagerNotifier.fromEnvironment() : nil
+        unsetenv("NOTIFY_SOCKET")
         if let readyFd {
             // A daemon keeps nothing it inherited but its standard streams (until ready)
             // and the ready pipe: a caller waiting for a pipe or socket it passed to
@@ -55,10 +60,13 @@ struct MountDaemon: ParsableCommand {
         let filesystem = KeychainFilesystem(configuration: MountConfiguration(
             readOnly: readOnly, service: service,
             newItemAccessibility: Accessibility(level: level, thisDeviceOnly: false),
-            uid: getuid(), gid: getgid(), showsShared: shared))
+            uid: getuid(), gid: getgid(), showsShared: shared, auditsReads: audit))
         let ready = readyFd
         do {
+            defer { serviceManager?.notify("STOPPING=1") }
             try KeychainMount.serve(filesystem: filesystem, at: mountpoint, allowOther: allowOther) {
+                // At the same moment the background form's `kc mount` is told to return.
+                serviceManager?.notify("READY=1")
                 guard let ready else { return }
                 // Tell the waiting `kc mount`, then let go of its terminal.
                 _ = "ready\n".withCString { write(ready, $0, 6) }

@@ -2,6 +2,10 @@ import ArgumentParser
 import KernelKeychain
 import Keyrings
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 extension KC {
     struct Get: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -12,6 +16,10 @@ extension KC {
               kc get com.example token
               kc get --group deploy com.example token    # shared with you through 'deploy'
               kc get --from alice com.example token      # the one alice shares with you
+
+            With KC_AUDIT=1 in the environment, each value written is logged (journal,
+            else syslog authpriv): the program that ran kc get, its uid and executable,
+            and the service and item; never the value.
             """
         )
 
@@ -43,6 +51,12 @@ func printValue(keychain: Keychain, key: KeyName, options: String = "") throws {
         standardError("kc: cannot write to standard output")
         throw ExitStatus.failure
     case true?:
+        // The reader is the program that ran kc get (its parent), which receives the
+        // value; kc's own pid goes in kc_pid.
+        if ReadAudit.requestedByEnvironment {
+            ReadAudit.record(ItemRead(via: "kc-get", service: keychain.serviceName ?? "", item: key,
+                                      readerPID: getppid(), readerUID: getuid(), kcPID: getpid()))
+        }
         return
     }
 }

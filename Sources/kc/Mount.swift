@@ -17,6 +17,8 @@ extension KC {
             user.kc.this-device-only, user.kc.timeout and user.kc.serial show and change
             an item's level, marking and expiry. Nothing is cached: a change made with
             'kc set' shows at once. Only you can use the mount unless --allow-other.
+            With --foreground under systemd (Type=notify), READY=1 is sent to
+            $NOTIFY_SOCKET once the mount answers.
 
               mkdir -p ~/kc && kc mount ~/kc && cat ~/kc/com.example/token
             """
@@ -39,6 +41,9 @@ extension KC {
 
         @Flag(help: "Also show services other users share with you, read-only, under shared/<owner>/<service>/.")
         var shared = false
+
+        @Flag(help: "Log one line per open of an item file (reader's pid, uid, executable; service and item; never the value) to the journal, else syslog (authpriv).")
+        var audit = false
 
         @Option(name: .customLong("access"), help: ArgumentHelp(
             "Level of files created through the mount: when-unlocked (default), after-first-unlock, always.",
@@ -128,6 +133,7 @@ extension KC {
             if readOnly { arguments.append("--read-only") }
             if allowOther { arguments.append("--allow-other") }
             if shared { arguments.append("--shared") }
+            if audit { arguments.append("--audit") }
             if let service {
                 let bytes = try RawArguments.exactNames([service])[0].bytes
                 arguments += ["--service-hex", bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()]

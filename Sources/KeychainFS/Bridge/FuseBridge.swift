@@ -1,4 +1,5 @@
 import Keyrings
+import KernelKeychain
 import SystemPackage
 internal import CFuse3
 
@@ -69,8 +70,9 @@ final class FuseBridge: Sendable {
 
     // MARK: Files
 
-    /// `caller` is the thread id the kernel names in the request.
-    func open(_ number: UInt64, flags: Int32, caller: Int32) throws(FilesystemError) -> Reply {
+    /// `caller` is the thread id the kernel names in the request, `callerUID` its uid
+    /// (for the audit log of `kc mount --audit`).
+    func open(_ number: UInt64, flags: Int32, caller: Int32, callerUID: UInt32 = 0) throws(FilesystemError) -> Reply {
         let node = try node(number)
         guard !node.isDirectory else { throw FilesystemError(.isDirectory) }
         let accessMode = flags & O_ACCMODE
@@ -103,8 +105,27 @@ final class FuseBridge: Sendable {
             }
             file = OpenFile(reading: bytes, opener: 0)
         }
+        if filesystem.configuration.auditsReads {
+            auditOpen(of: node, accessMode: accessMode, caller: caller, callerUID: callerUID)
+        }
         // One FUSE round trip fewer per close of a file opened only to read.
         return .open(handle: handles.add(file), directIO: true, noFlush: !writable)
+    }
+
+    /// One audit line per open of an item file: who opened which item, and how.
+    private func auditOpen(of node: Node, accessMode: Int32, caller: Int32, callerUID: UInt32) {
+        let service: KeyName, item: KeyName
+        switch node {
+        case .item(let itemService, let name):
+            (service, item) = (itemService, name)
+        case .sharedItem(let owner, let itemService, let name):
+            (service, item) = (KeyName("shared/\(owner)/") + itemService, name)
+        default:
+            return
+        }
+        let access = accessMode == O_WRONLY ? "write" : accessMode == O_RDWR ? "read-write" : "read"
+        ReadAudit.record(ItemRead(via: "mount", service: service, item: item,
+                                  readerPID: threadGroup(of: caller), readerUID: callerUID, access: access))
     }
 
     func create(parent: UInt64, name: KeyName, flags: Int32 = O_WRONLY, caller: Int32) throws(FilesystemError) -> Reply {

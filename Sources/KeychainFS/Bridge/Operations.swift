@@ -39,6 +39,12 @@ private func caller(_ request: fuse_req_t?) -> Int32 {
     return context.pointee.pid
 }
 
+/// The uid of the process that made the request.
+private func callerUID(_ request: fuse_req_t?) -> UInt32 {
+    guard let request, let context = fuse_req_ctx(request) else { return UInt32.max }
+    return context.pointee.uid
+}
+
 private func string(_ name: UnsafePointer<CChar>?) -> String? {
     name.map { String(cString: $0) }
 }
@@ -198,7 +204,7 @@ func keychainOperations() -> fuse_lowlevel_ops {
     }
     operations.open = { request, number, fileInfo in
         answer(request, fileInfo) { bridge throws(FilesystemError) in
-            try bridge.open(number, flags: fileInfo?.pointee.flags ?? O_RDONLY, caller: caller(request))
+            try bridge.open(number, flags: fileInfo?.pointee.flags ?? O_RDONLY, caller: caller(request), callerUID: callerUID(request))
         }
     }
     operations.create = { request, parent, name, _, fileInfo in

@@ -214,4 +214,28 @@ final class DockerCredentialTests: KeyringTestCase {
         XCTAssertNotEqual(refused.status, 0)
         XCTAssertTrue(refused.standardError.contains("unauthorized"), "an anonymous pull is refused: \(refused)")
     }
+
+    /// docker's CLI logs in on its own when no daemon answers (and through the daemon
+    /// when one does); either way the credential goes to its credsStore.
+    func testDockerLoginAndLogoutWithCredsStoreKc() throws {
+        guard programExists("docker") else { throw XCTSkip("docker's CLI is not installed") }
+        let server = try startRegistry(user: "alice", password: "docker-s3cret")
+        let service = "docker:" + server
+        servicesToRemove.append(KeyName(service))
+        let config = sandbox.root + "/docker"
+        try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+        try sandbox.write(#"{"credsStore": "kc"}"#, to: config + "/config.json")
+        var environment = sandbox.environment
+        environment["DOCKER_CONFIG"] = config
+        let login = try runCommand("/usr/bin/env", ["docker", "login", "-u", "alice", "--password-stdin", server],
+                                   input: Array("docker-s3cret\n".utf8), environment: environment)
+        XCTAssertEqual(login.status, 0, "\(login)")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "alice"), "docker-s3cret")
+        let written = try String(contentsOfFile: config + "/config.json", encoding: .utf8)
+        XCTAssertFalse(written.contains("docker-s3cret") || written.contains("\"auth\""), "no password in \(written)")
+
+        let logout = try runCommand("/usr/bin/env", ["docker", "logout", server], environment: environment)
+        XCTAssertEqual(logout.status, 0, "\(logout)")
+        XCTAssertFalse(try Keychain(service: service).serviceExists(), "docker logout erased the credential")
+    }
 }

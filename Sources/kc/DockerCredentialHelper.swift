@@ -64,11 +64,13 @@ enum DockerCredentialHelper {
         } catch {
             throw Failure("kc: the credentials are not valid JSON (\(error.reason)); expected {\"ServerURL\": ..., \"Username\": ..., \"Secret\": ...}")
         }
-        defer { fields["Secret"]?.overwriteWithZeros() }
+        // Taken out of the dictionary, so zeroing it zeroes the only copy.
+        var secret = fields.removeValue(forKey: "Secret") ?? []
+        defer { secret.overwriteWithZeros() }
         guard let server = fields["ServerURL"], !server.isEmpty else { throw Failure("no credentials server URL") }
         guard !server.contains(0) else { throw Failure("kc: the server URL holds a NUL character") }
         guard let user = fields["Username"], !user.isEmpty else { throw Failure("no credentials username") }
-        guard let secret = fields["Secret"], !secret.isEmpty else { throw Failure("kc: the secret is empty; a keyring item cannot be empty") }
+        guard !secret.isEmpty else { throw Failure("kc: the secret is empty; a keyring item cannot be empty") }
         guard let service = serviceName(forServer: server) else {
             throw Failure("kc: the server URL is too long for a service name (at most 248 bytes once '/' and '%' are escaped)")
         }

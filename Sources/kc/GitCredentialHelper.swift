@@ -251,6 +251,8 @@ enum GitCredentialHelper {
         var refreshToken: [UInt8]? = try reported { () throws(KeychainError) in try keychain.data(forKey: names.refreshToken) }
         defer { refreshToken?.overwriteWithZeros() }
         guard password != nil || refreshToken != nil else { return }
+        // Room for every line up front: a reallocation would leave a copy behind.
+        output.reserveCapacity(user.count + (password?.count ?? 0) + (refreshToken?.count ?? 0) + 128)
         try append("username", user, to: &output)
         if let password {
             try append("password", password, to: &output)

@@ -18,7 +18,10 @@ fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 $sudo install -m 0755 "$root/.build/release/kc" "$root/.build/release/kc-mountd" /usr/local/bin/
-echo "kc: installed /usr/local/bin/kc and its mount daemon /usr/local/bin/kc-mountd" >&2
+# The credential helpers are kc itself under another name (it looks at argv[0]).
+$sudo ln -sf kc /usr/local/bin/git-credential-kc
+$sudo ln -sf kc /usr/local/bin/docker-credential-kc
+echo "kc: installed /usr/local/bin/kc, its mount daemon /usr/local/bin/kc-mountd, and the credential helpers git-credential-kc and docker-credential-kc (links to kc)" >&2
 
 # Shell completions and the man page, generated from the argument parser.
 completions=$(mktemp -d)

@@ -26,6 +26,14 @@ struct KC: ParsableCommand {
     static func main() {
         // Before anything reads a value, `kc get` included.
         CoreDumps.disable()
+        // Installed as git-credential-kc and docker-credential-kc (links to kc), it is
+        // that helper: clients call them in loops, so they skip the parser too.
+        if let program = CommandLine.unsafeArgv[0] {
+            let slash = strrchr(program, Int32(UInt8(ascii: "/")))
+            let name = slash.map { $0 + 1 } ?? program
+            if strcmp(name, "git-credential-kc") == 0 { GitCredentialHelper.main() }
+            if strcmp(name, "docker-credential-kc") == 0 { DockerCredentialHelper.main() }
+        }
         // `kc get SERVICE KEY` is the call programs make in a loop, and it should cost
         // what C's `keyctl pipe` costs. Parsing with ArgumentParser reflects over the
         // command types, and the Swift runtime's first conformance lookups scan every

@@ -1,0 +1,349 @@
+import KernelKeychain
+import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// `git-credential-kc get|store|erase`: git's credential helper protocol
+/// (gitcredentials(7), git-credential(1)), run when kc is called by that name
+/// (`git config --global credential.helper kc`).
+///
+/// The keyring mapping:
+/// - One service per remote: `git:PROTOCOL:HOST`, and when git sends a path
+///   (`credential.useHttpPath`) `git:PROTOCOL:HOST%2FPATH`. Each part is written with
+///   ``CredentialName``'s escapes (`/` as `%2F`, `%` as `%25`; `:` as `%3A` in the
+///   protocol), so `https://example.com:8443/team/repo.git` is
+///   `git:https:example.com:8443%2Fteam%2Frepo.git`.
+/// - One item per user name (escaped the same way), holding the password:
+///   `kc get git:https:example.com alice` prints alice's password.
+/// - `password_expiry_utc` is the item's kernel expiry; an expiry already past is not
+///   stored. `oauth_refresh_token` is the sibling item `USER%oauth_refresh_token`,
+///   without expiry (it exists to outlive the password).
+/// - `%latest` holds the user name stored last: a `get` without a user name answers with
+///   the only user, or with that one.
+/// - `erase` removes a user's password and refresh token; when git sends the password,
+///   only if it is the one stored (as git's own helpers do).
+///
+/// Input is `key=value` lines up to an empty line or the end, at most 64 KiB, no NUL.
+/// Unknown keys and unknown actions are ignored, as git requires. Nothing secret is in
+/// argv: git passes only the action there.
+enum GitCredentialHelper {
+    static let inputLimit = 65536
+    static let latestItem = KeyName("%latest")
+    static let refreshSuffix = Array("%oauth_refresh_token".utf8)
+
+    /// What git said about one credential. Values are bytes, as git passes them.
+    struct Credential {
+        var protocolName: [UInt8]?
+        var host: [UInt8]?
+        var path: [UInt8]?
+        var username: [UInt8]?
+        var password: [UInt8]?
+        var passwordExpiry: Int64?
+        var refreshToken: [UInt8]?
+
+        mutating func overwriteWithZeros() {
+            password?.overwriteWithZeros()
+            refreshToken?.overwriteWithZeros()
+        }
+    }
+
+    enum Action { case get, store, erase }
+
+    /// Runs the helper with argv as the kernel passed it; exits 0 on success (and for
+    /// an action git may add later), 2 on a failure, 64 on a wrong command line.
+    static func main() -> Never {
+        let argv = CommandLine.unsafeArgv
+        guard CommandLine.argc == 2, let word = argv[1] else {
+            standardError("kc: usage: git-credential-kc get|store|erase; git runs it for you after 'git config --global credential.helper kc'")
+            exit(ExitStatus.usage.rawValue)
+        }
+        let action: Action
+        if strcmp(word, "get") == 0 { action = .get }
+        else if strcmp(word, "store") == 0 { action = .store }
+        else if strcmp(word, "erase") == 0 { action = .erase }
+        else { exit(0) }  // git: "If a helper receives any other operation, it should silently ignore the request."
+
+        var input: [UInt8]
+        switch readHelperInput(limit: inputLimit, stopAtBlankLine: true) {
+        case .bytes(let bytes): input = bytes
+        case .tooLong:
+            standardError("kc: git-credential-kc: the input is over \(inputLimit) bytes; git sends a few key=value lines")
+            exit(ExitStatus.failure.rawValue)
+        case .unreadable:
+            standardError("kc: git-credential-kc: cannot read standard input: \(String(cString: strerror(errno)))")
+            exit(ExitStatus.failure.rawValue)
+        }
+        var credential: Credential
+        do {
+            credential = try parse(input)
+        } catch {
+            input.overwriteWithZeros()
+            standardError("kc: git-credential-kc: \(error.message)")
+            exit(ExitStatus.failure.rawValue)
+        }
+        input.overwriteWithZeros()
+        defer { credential.overwriteWithZeros() }
+        do {
+            switch action {
+            case .get: try get(credential)
+            case .store: try store(credential)
+            case .erase: try erase(credential)
+            }
+        } catch {
+            standardError("kc: git-credential-kc: \(error.message)")
+            exit(ExitStatus.failure.rawValue)
+        }
+        exit(0)
+    }
+
+    struct Failure: Error {
+        var message: String
+        init(_ message: String) { self.message = message }
+        init(_ error: KeychainError) { self.message = "\(error)" }
+    }
+
+    // MARK: The protocol
+
+    /// Parses `key=value` lines (a final CR is dropped, as git does). `url=` stands for
+    /// its parts and, as in git, clears what came before it.
+    static func parse(_ input: [UInt8]) throws(Failure) -> Credential {
+        var credential = Credential()
+        var lineNumber = 0
+        for line in input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            lineNumber += 1
+            var line = line
+            if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
+            if line.isEmpty { continue }  // only the final newline's empty remainder
+            if line.contains(0) { throw Failure("line \(lineNumber) holds a NUL byte; git never sends one") }
+            guard let equals = line.firstIndex(of: UInt8(ascii: "=")) else {
+                throw Failure("line \(lineNumber) is not key=value")
+            }
+            let key = String(decoding: line[..<equals], as: UTF8.self)
+            let value = Array(line[(equals + 1)...])
+            switch key {
+            case "protocol": credential.protocolName = value
+            case "host": credential.host = value
+            case "path": credential.path = value
+            case "username": credential.username = value
+            case "password": credential.password?.overwriteWithZeros(); credential.password = value
+            case "oauth_refresh_token": credential.refreshToken?.overwriteWithZeros(); credential.refreshToken = value
+            case "password_expiry_utc":
+                guard let text = String(validating: value, as: UTF8.self), let seconds = Int64(text) else {
+                    throw Failure("password_expiry_utc on line \(lineNumber) is not a number of seconds since 1970")
+                }
+                credential.passwordExpiry = seconds
+            case "url":
+                credential.overwriteWithZeros()
+                credential = try parseURL(value)
+            default:
+                continue  // an attribute of a newer git, or another helper's
+            }
+        }
+        return credential
+    }
+
+    /// `PROTOCOL://[USER[:PASSWORD]@]HOST[/PATH]`, decoded as git's credential_from_url
+    /// does: the user, password, host and path lose their %XX escapes, and the path its
+    /// trailing slashes.
+    static func parseURL(_ url: [UInt8]) throws(Failure) -> Credential {
+        let separator = Array("://".utf8)
+        guard let schemeEnd = url.firstRange(of: separator) else {
+            throw Failure("url= needs PROTOCOL://HOST, e.g. url=https://example.com")
+        }
+        var credential = Credential()
+        credential.protocolName = Array(url[..<schemeEnd.lowerBound])
+        var rest = url[schemeEnd.upperBound...]
+        let slash = rest.firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
+        var authority = rest[..<slash]
+        if let at = authority.lastIndex(of: UInt8(ascii: "@")) {
+            let userInfo = authority[..<at]
+            if let colon = userInfo.firstIndex(of: UInt8(ascii: ":")) {
+                credential.username = percentDecoded(userInfo[..<colon])
+                credential.password = percentDecoded(userInfo[(colon + 1)...])
+            } else {
+                credential.username = percentDecoded(userInfo)
+            }
+            authority = authority[(at + 1)...]
+        }
+        credential.host = percentDecoded(authority)
+        if slash < rest.endIndex {
+            rest = rest[(slash + 1)...]
+            while rest.last == UInt8(ascii: "/") { rest = rest.dropLast() }
+            if !rest.isEmpty { credential.path = percentDecoded(rest) }
+        }
+        return credential
+    }
+
+    private static func percentDecoded(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        var decoded: [UInt8] = []
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.endIndex,
+               let value = UInt8(String(decoding: bytes[(index + 1)...(index + 2)], as: UTF8.self), radix: 16) {
+                decoded.append(value)
+                index += 3
+            } else {
+                decoded.append(bytes[index])
+                index += 1
+            }
+        }
+        return decoded
+    }
+
+    // MARK: Names
+
+    /// The service of a remote, or nil when git did not say which (no protocol, or
+    /// neither host nor path) or the name would be too long to exist.
+    static func serviceName(for credential: Credential) -> KeyName? {
+        guard let protocolName = credential.protocolName, !protocolName.isEmpty else { return nil }
+        let host = credential.host ?? []
+        guard !host.isEmpty || credential.path != nil else { return nil }
+        var name = Array("git:".utf8) + CredentialName.encode(protocolName, alsoEscaping: [UInt8(ascii: ":")])
+        name.append(UInt8(ascii: ":"))
+        name += CredentialName.encode(host)
+        if let path = credential.path { name += Array("%2F".utf8) + CredentialName.encode(path) }
+        guard name.count <= 255 else { return nil }
+        return KeyName(bytes: name)
+    }
+
+    /// The items of a user: the password's and the refresh token's.
+    static func itemNames(forUser user: [UInt8]) -> (password: KeyName, refreshToken: KeyName)? {
+        guard let password = CredentialName.item(user) else { return nil }
+        let refreshToken = password.bytes + refreshSuffix
+        guard refreshToken.count <= 255 else { return nil }
+        return (password, KeyName(bytes: refreshToken))
+    }
+
+    /// The users with a password or refresh token in the service, by name.
+    static func storedUsers(in keychain: Keychain) throws(Failure) -> [[UInt8]] {
+        var users: [[UInt8]] = []
+        for name in try reported({ () throws(KeychainError) in try keychain.allKeyNames() }) {
+            var itemName = name.bytes
+            if itemName.count > refreshSuffix.count, itemName.suffix(refreshSuffix.count).elementsEqual(refreshSuffix) {
+                itemName.removeLast(refreshSuffix.count)
+            }
+            // Only names this helper made: one that does not encode back exactly is not.
+            guard let user = CredentialName.decode(itemName), CredentialName.item(user)?.bytes == itemName,
+                  !users.contains(user) else { continue }
+            users.append(user)
+        }
+        return users
+    }
+
+    // MARK: Actions
+
+    /// Prints `username`, `password` (and `password_expiry_utc`, `oauth_refresh_token`)
+    /// for the remote; prints nothing when there is no credential, so git asks on.
+    static func get(_ credential: Credential) throws(Failure) {
+        guard let service = serviceName(for: credential) else { return }
+        let keychain = try reported { () throws(KeychainError) in try Keychain(service: service) }
+        guard let user = try chosenUser(credential.username, in: keychain),
+              let names = itemNames(forUser: user) else { return }
+
+        var output: [UInt8] = []
+        defer { output.overwriteWithZeros() }
+        var password: [UInt8]? = try reported { () throws(KeychainError) in try keychain.data(forKey: names.password) }
+        defer { password?.overwriteWithZeros() }
+        var refreshToken: [UInt8]? = try reported { () throws(KeychainError) in try keychain.data(forKey: names.refreshToken) }
+        defer { refreshToken?.overwriteWithZeros() }
+        guard password != nil || refreshToken != nil else { return }
+        // Room for every line up front: a reallocation would leave a copy behind.
+        output.reserveCapacity(user.count + (password?.count ?? 0) + (refreshToken?.count ?? 0) + 128)
+        try append("username", user, to: &output)
+        if let password {
+            try append("password", password, to: &output)
+            if let deadline = try reported({ () throws(KeychainError) in try keychain.deadline(forKey: names.password) }) {
+                try append("password_expiry_utc", Array(String(deadline.secondsSinceEpoch).utf8), to: &output)
+            }
+        }
+        if let refreshToken { try append("oauth_refresh_token", refreshToken, to: &output) }
+        guard writeSecretOutput(&output) else { throw Failure("cannot write to standard output") }
+    }
+
+    /// The user git asked for, else the only stored user, else the one stored last.
+    private static func chosenUser(_ asked: [UInt8]?, in keychain: Keychain) throws(Failure) -> [UInt8]? {
+        if let asked, !asked.isEmpty { return asked }
+        let users = try storedUsers(in: keychain)
+        if users.count <= 1 { return users.first }
+        var latest: [UInt8]? = try reported { () throws(KeychainError) in try keychain.data(forKey: latestItem) }
+        defer { latest?.overwriteWithZeros() }
+        if let latest, users.contains(latest) { return latest }
+        return users.first
+    }
+
+    /// Stores the password (with its expiry) and refresh token of a user. Without a
+    /// remote, a user name or a password there is nothing to store, as for git's own
+    /// helpers; a password whose expiry has passed is not stored either.
+    static func store(_ credential: Credential) throws(Failure) {
+        guard let service = serviceName(for: credential),
+              let user = credential.username, !user.isEmpty,
+              let password = credential.password, !password.isEmpty else { return }
+        var deadline: Deadline? = nil
+        if let expiry = credential.passwordExpiry {
+            guard expiry > Deadline.now else { return }
+            deadline = Deadline(secondsSinceEpoch: expiry)
+        }
+        guard let names = itemNames(forUser: user) else {
+            throw Failure("the user name is too long for an item name (at most 235 bytes here)")
+        }
+        let keychain = try reported { () throws(KeychainError) in try Keychain(service: service) }
+        try reported { () throws(KeychainError) in
+            try keychain.set(password, forKey: names.password, until: deadline)
+            // A refresh token belongs to the password it came with: a new password
+            // without one leaves none behind.
+            if let refreshToken = credential.refreshToken, !refreshToken.isEmpty {
+                try keychain.set(refreshToken, forKey: names.refreshToken)
+            } else {
+                try keychain.remove(names.refreshToken)
+            }
+            try keychain.set(user, forKey: latestItem)
+        }
+    }
+
+    /// Removes the user's credential (every user's when git names none); when git sends
+    /// a password, only a credential holding that password.
+    static func erase(_ credential: Credential) throws(Failure) {
+        guard let service = serviceName(for: credential) else { return }
+        let keychain = try reported { () throws(KeychainError) in try Keychain(service: service) }
+        let users: [[UInt8]]
+        if let user = credential.username, !user.isEmpty { users = [user] } else { users = try storedUsers(in: keychain) }
+        try reported { () throws(KeychainError) in
+            var latest = try keychain.data(forKey: latestItem)
+            defer { latest?.overwriteWithZeros() }
+            for user in users {
+                guard let names = itemNames(forUser: user) else { continue }
+                if let password = credential.password, try !keychain.matches(password, forKey: names.password) { continue }
+                try keychain.remove(names.password)
+                try keychain.remove(names.refreshToken)
+                if latest == user { try keychain.remove(latestItem) }
+            }
+            let remaining = try keychain.allKeyNames()
+            if remaining.isEmpty || remaining == [latestItem] { try keychain.removeAll() }
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Appends `key=value\n`; a value with a line feed cannot travel in git's protocol.
+    private static func append(_ key: String, _ value: [UInt8], to output: inout [UInt8]) throws(Failure) {
+        guard !value.contains(UInt8(ascii: "\n")), !value.contains(0) else {
+            throw Failure("the stored \(key) holds a line break or NUL, which git's credential protocol cannot carry; store it again with git")
+        }
+        output += Array(key.utf8)
+        output.append(UInt8(ascii: "="))
+        output += value
+        output.append(UInt8(ascii: "\n"))
+    }
+
+    private static func reported<R>(_ body: () throws(KeychainError) -> R) throws(Failure) -> R {
+        do {
+            return try body()
+        } catch {
+            throw Failure(error)
+        }
+    }
+}

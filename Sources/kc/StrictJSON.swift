@@ -1,0 +1,228 @@
+/// Just enough JSON (RFC 8259) for docker-credential-kc, without Foundation's decoder
+/// (its start-up would be most of a helper call): reading one object's string fields,
+/// strictly, and writing a string.
+enum StrictJSON {
+    struct SyntaxError: Error {
+        var reason: String
+    }
+
+    /// The named string fields of the one object `json` holds (white space around it
+    /// only). Other fields may hold any JSON value and are skipped; a named field that
+    /// is null counts as absent; one that is not a string, or that appears twice, is an
+    /// error. Values are UTF-8 bytes; the caller zeroes them.
+    static func stringFields(of json: [UInt8], named wanted: Set<String>) throws(SyntaxError) -> [String: [UInt8]] {
+        var reader = Reader(bytes: json)
+        var fields: [String: [UInt8]] = [:]
+        var seen: Set<String> = []
+        reader.skipSpace()
+        try reader.expect(UInt8(ascii: "{"))
+        reader.skipSpace()
+        if reader.peek() == UInt8(ascii: "}") {
+            reader.position += 1
+        } else {
+            while true {
+                reader.skipSpace()
+                guard reader.peek() == UInt8(ascii: "\"") else { throw reader.error("expected a field name in quotes") }
+                let nameBytes = try reader.string()
+                let name = String(decoding: nameBytes, as: UTF8.self)
+                reader.skipSpace()
+                try reader.expect(UInt8(ascii: ":"))
+                reader.skipSpace()
+                if wanted.contains(name) {
+                    guard seen.insert(name).inserted else { throw reader.error("the field \(name) appears twice") }
+                    if reader.peek() == UInt8(ascii: "\"") {
+                        fields[name] = try reader.string()
+                    } else if reader.consume("null") {
+                        // Absent, as encoding/json reads it.
+                    } else {
+                        throw reader.error("\(name) must be a string")
+                    }
+                } else {
+                    try reader.skipValue(depth: 0)
+                }
+                reader.skipSpace()
+                if reader.peek() == UInt8(ascii: ",") { reader.position += 1; continue }
+                try reader.expect(UInt8(ascii: "}"))
+                break
+            }
+        }
+        reader.skipSpace()
+        guard reader.position == json.count else { throw reader.error("unexpected text after the object") }
+        return fields
+    }
+
+    /// Appends `bytes` as a JSON string. False, appending nothing, if they are not UTF-8.
+    @discardableResult
+    static func appendString(_ bytes: [UInt8], to output: inout [UInt8]) -> Bool {
+        guard String(validating: bytes, as: UTF8.self) != nil else { return false }
+        let hex = Array("0123456789abcdef".utf8)
+        output.append(UInt8(ascii: "\""))
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "\""): output += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case UInt8(ascii: "\\"): output += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case UInt8(ascii: "\n"): output += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case UInt8(ascii: "\r"): output += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            case UInt8(ascii: "\t"): output += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case 0..<0x20, 0x7F:
+                output += Array(#"\u00"#.utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            default: output.append(byte)
+            }
+        }
+        output.append(UInt8(ascii: "\""))
+        return true
+    }
+
+    private struct Reader {
+        let bytes: [UInt8]
+        var position = 0
+
+        func peek() -> UInt8? { position < bytes.count ? bytes[position] : nil }
+
+        func error(_ reason: String) -> SyntaxError {
+            SyntaxError(reason: position < bytes.count ? "\(reason) at byte \(position + 1)" : "\(reason) at the end")
+        }
+
+        mutating func skipSpace() {
+            while let byte = peek(), byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { position += 1 }
+        }
+
+        mutating func expect(_ byte: UInt8) throws(SyntaxError) {
+            guard peek() == byte else { throw error("expected '\(Character(Unicode.Scalar(byte)))'") }
+            position += 1
+        }
+
+        mutating func consume(_ literal: String) -> Bool {
+            let literal = Array(literal.utf8)
+            guard bytes.count - position >= literal.count, bytes[position..<position + literal.count].elementsEqual(literal)
+            else { return false }
+            position += literal.count
+            return true
+        }
+
+        /// A string's UTF-8 bytes, escapes resolved; `position` is at its opening quote.
+        mutating func string() throws(SyntaxError) -> [UInt8] {
+            position += 1
+            var value: [UInt8] = []
+            // Long enough for any string in the input, so growing leaves no copy behind.
+            value.reserveCapacity(bytes.count - position)
+            while true {
+                guard let byte = peek() else { throw error("unterminated string") }
+                position += 1
+                switch byte {
+                case UInt8(ascii: "\""):
+                    guard String(validating: value, as: UTF8.self) != nil else {
+                        value.overwriteWithZeros()
+                        throw error("a string is not valid UTF-8")
+                    }
+                    return value
+                case 0..<0x20:
+                    value.overwriteWithZeros()
+                    throw error("a control character must be escaped in a string")
+                case UInt8(ascii: "\\"):
+                    guard let escaped = peek() else { throw error("unterminated string") }
+                    position += 1
+                    switch escaped {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): value.append(escaped)
+                    case UInt8(ascii: "b"): value.append(0x08)
+                    case UInt8(ascii: "f"): value.append(0x0C)
+                    case UInt8(ascii: "n"): value.append(0x0A)
+                    case UInt8(ascii: "r"): value.append(0x0D)
+                    case UInt8(ascii: "t"): value.append(0x09)
+                    case UInt8(ascii: "u"):
+                        var scalar = try hexQuad()
+                        if (0xD800..<0xDC00).contains(scalar) {
+                            guard consume("\\u") else { throw error("a lone UTF-16 surrogate") }
+                            let low = try hexQuad()
+                            guard (0xDC00..<0xE000).contains(low) else { throw error("a lone UTF-16 surrogate") }
+                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        } else if (0xDC00..<0xE000).contains(scalar) {
+                            throw error("a lone UTF-16 surrogate")
+                        }
+                        guard let unicode = Unicode.Scalar(scalar) else { throw error("an invalid \\u escape") }
+                        value += Array(String(Character(unicode)).utf8)
+                    default:
+                        value.overwriteWithZeros()
+                        throw error("an invalid escape '\\\(Character(Unicode.Scalar(escaped)))'")
+                    }
+                default:
+                    value.append(byte)
+                }
+            }
+        }
+
+        private mutating func hexQuad() throws(SyntaxError) -> UInt32 {
+            guard bytes.count - position >= 4,
+                  let value = UInt32(String(decoding: bytes[position..<position + 4], as: UTF8.self), radix: 16),
+                  bytes[position..<position + 4].allSatisfy({ $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "-") })
+            else { throw error("an invalid \\u escape") }
+            position += 4
+            return value
+        }
+
+        /// Skips any JSON value, checking its syntax.
+        mutating func skipValue(depth: Int) throws(SyntaxError) {
+            guard depth < 64 else { throw error("nesting too deep") }
+            switch peek() {
+            case UInt8(ascii: "\"")?:
+                var skipped = try string()
+                skipped.overwriteWithZeros()
+            case UInt8(ascii: "{")?:
+                position += 1
+                skipSpace()
+                if peek() == UInt8(ascii: "}") { position += 1; return }
+                while true {
+                    skipSpace()
+                    guard peek() == UInt8(ascii: "\"") else { throw error("expected a field name in quotes") }
+                    _ = try string()
+                    skipSpace()
+                    try expect(UInt8(ascii: ":"))
+                    skipSpace()
+                    try skipValue(depth: depth + 1)
+                    skipSpace()
+                    if peek() == UInt8(ascii: ",") { position += 1; continue }
+                    try expect(UInt8(ascii: "}"))
+                    return
+                }
+            case UInt8(ascii: "[")?:
+                position += 1
+                skipSpace()
+                if peek() == UInt8(ascii: "]") { position += 1; return }
+                while true {
+                    skipSpace()
+                    try skipValue(depth: depth + 1)
+                    skipSpace()
+                    if peek() == UInt8(ascii: ",") { position += 1; continue }
+                    try expect(UInt8(ascii: "]"))
+                    return
+                }
+            default:
+                if consume("true") || consume("false") || consume("null") { return }
+                try skipNumber()
+            }
+        }
+
+        /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`
+        private mutating func skipNumber() throws(SyntaxError) {
+            let isDigit = { (byte: UInt8?) in byte.map { (0x30...0x39).contains($0) } ?? false }
+            if peek() == UInt8(ascii: "-") { position += 1 }
+            if peek() == UInt8(ascii: "0") {
+                position += 1
+            } else {
+                guard isDigit(peek()) else { throw error("expected a JSON value") }
+                while isDigit(peek()) { position += 1 }
+            }
+            if peek() == UInt8(ascii: ".") {
+                position += 1
+                guard isDigit(peek()) else { throw error("expected a digit") }
+                while isDigit(peek()) { position += 1 }
+            }
+            if peek() == UInt8(ascii: "e") || peek() == UInt8(ascii: "E") {
+                position += 1
+                if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { position += 1 }
+                guard isDigit(peek()) else { throw error("expected a digit") }
+                while isDigit(peek()) { position += 1 }
+            }
+        }
+    }
+}

@@ -6,7 +6,8 @@
 #                            loads kc's completions), man-db (man kc) and acl (see
 #                            /dev/fuse below)
 #   install-deps.sh --tests  also what the test suite and benchmark use: strace and
-#                            python3 (syscall and terminal tests), podman, runc
+#                            python3 (syscall and terminal tests), gdb (that the
+#                            common kc get spellings skip the argument parser), podman, runc
 #                            and busybox-static (container tests), age (backup and
 #                            vault interop tests), pamtester (vault PAM tests),
 #                            hyperfine (benchmark); and the real clients the
@@ -17,7 +18,7 @@
 set -euo pipefail
 packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db)
 if [ "${1:-}" = "--tests" ]; then
-    packages+=(strace python3 podman runc busybox-static age pamtester hyperfine
+    packages+=(strace python3 gdb podman runc busybox-static age pamtester hyperfine
                git docker-registry apache2-utils borgbackup restic python3-keyring python3-dotenv)
 fi
 sudo=""

@@ -4,6 +4,8 @@ import Keyrings
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #endif
 
 extension KC {
@@ -11,9 +13,14 @@ extension KC {
         static let configuration = CommandConfiguration(
             abstract: "Write a value to standard output, exactly as stored.",
             discussion: """
-            Nothing is added: no trailing newline. Exits 1 if there is no such item.
+            The value is written exactly as stored. Only when standard output is a
+            terminal and the value does not end in a newline, one is added, so the
+            prompt does not follow it on the same line; a pipe or a file gets the exact
+            bytes. Exits 1 if there is no such item; with -q, silently (for password
+            commands such as BORG_PASSCOMMAND='kc get -q com.example borg').
 
               kc get com.example token
+              kc get -q com.example token || echo "not set"
               kc get --group deploy com.example token    # shared with you through 'deploy'
               kc get --from alice com.example token      # the one alice shares with you
 
@@ -26,24 +33,37 @@ extension KC {
         @OptionGroup var item: ItemArguments
         @OptionGroup var shared: SharedServiceOptions
 
+        @Flag(name: .shortAndLong, help: "If there is no such item, print nothing (still exit 1). Other failures are still reported.")
+        var quiet = false
+
         func validate() throws {
             try item.validate()
         }
 
         func run() throws {
-            try printValue(keychain: shared.keychain(item.serviceName), key: item.keyName, options: shared.commandLine)
+            try printValue(keychain: shared.keychain(item.serviceName), key: item.keyName, options: shared.commandLine, quiet: quiet)
         }
     }
 }
 
-/// `kc get`: the bytes go straight from the kernel's buffer to standard output.
-/// `options` repeats --group/--from in the hint of the not-found message.
-func printValue(keychain: Keychain, key: KeyName, options: String = "") throws {
+/// `kc get`: the bytes go straight from the kernel's buffer to standard output, and
+/// a newline after them only for a terminal (see `Get`'s help).
+/// `options` repeats --group/--from in the hint of the not-found message; `quiet`
+/// drops that message (a vault that holds the item locked still says so).
+func printValue(keychain: Keychain, key: KeyName, options: String = "", quiet: Bool = false) throws {
     let written = try reporting { () throws(KeychainError) in
-        try keychain.withBytes(forKey: key) { writeAll(fd: 1, $0) }
+        try keychain.withBytes(forKey: key) { value in
+            guard writeAll(fd: 1, value) else { return false }
+            // isatty is one ioctl, asked only when a newline might be added.
+            if value.last != UInt8(ascii: "\n") && isatty(1) == 1 {
+                return withUnsafeBytes(of: UInt8(ascii: "\n")) { writeAll(fd: 1, $0) }
+            }
+            return true
+        }
     }
     switch written {
     case nil:
+        if quiet { throw ExitStatus.notFound }
         let service = keychain.service ?? ""
         standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(options)\(service)'")
         throw ExitStatus.notFound

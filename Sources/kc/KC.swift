@@ -38,24 +38,10 @@ struct KC: ParsableCommand {
         // what C's `keyctl pipe` costs. Parsing with ArgumentParser reflects over the
         // command types, and the Swift runtime's first conformance lookups scan every
         // conformance record in this static binary: about 2 ms, more than the rest of the
-        // process together (docs/BENCHMARKS.md). So the plain form skips the parser and
-        // calls the same function the parsed `Get` command runs.
-        // It reads argv directly: even `CommandLine.arguments` costs a generic lookup.
-        // `kc get --group G S K` and `kc get --from U S K` (a shared item) take the same
-        // route.
-        let argv = CommandLine.unsafeArgv
-        if CommandLine.argc == 4, let verb = argv[1], let service = argv[2], let key = argv[3],
-           strcmp(verb, "get") == 0, service.pointee != UInt8(ascii: "-"), key.pointee != UInt8(ascii: "-") {
-            runFastGet(service: KeyName(cString: service), key: KeyName(cString: key))
-        }
-        if CommandLine.argc == 6, let verb = argv[1], let option = argv[2], let value = argv[3],
-           let service = argv[4], let key = argv[5], strcmp(verb, "get") == 0,
-           strcmp(option, "--group") == 0 || strcmp(option, "--from") == 0,
-           value.pointee != UInt8(ascii: "-"), service.pointee != UInt8(ascii: "-"), key.pointee != UInt8(ascii: "-") {
-            let text = String(cString: value)
-            let isGroup = strcmp(option, "--group") == 0
-            runFastGet(service: KeyName(cString: service), key: KeyName(cString: key),
-                       group: isGroup ? text : nil, owner: isGroup ? nil : text)
+        // process together (docs/BENCHMARKS.md). So the plain forms skip the parser and
+        // call the same function the parsed `Get` command runs (see ``FastGet``).
+        if let request = FastGet.fromCommandLine() {
+            runFastGet(request)
         }
         do {
             var command = try parseAsRoot()
@@ -78,16 +64,18 @@ struct KC: ParsableCommand {
 
 let kcVersion = "0.1.0"
 
-/// The unparsed `kc get [--group G | --from U] SERVICE KEY`; exits with DESIGN §5's status.
-private func runFastGet(service: KeyName, key: KeyName, group: String? = nil, owner: String? = nil) -> Never {
+/// The unparsed `kc get`: exits with DESIGN §5's status.
+private func runFastGet(_ request: FastGet) -> Never {
     do {
+        let service = KeyName(cString: request.service), key = KeyName(cString: request.key)
         try validateArgument(service, as: .service)
         try validateArgument(key, as: .item)
+        let group = request.group.map { String(cString: $0) }, owner = request.owner.map { String(cString: $0) }
         let keychain = try reporting { () throws(KeychainError) in
             try Keychain(service: service, accessGroup: group, owner: owner)
         }
         let options = (group.map { "--group \($0) " } ?? "") + (owner.map { "--from \($0) " } ?? "")
-        try printValue(keychain: keychain, key: key, options: options)
+        try printValue(keychain: keychain, key: key, options: options, quiet: request.quiet)
         Glibc.exit(0)
     } catch let code as ExitCode {
         Glibc.exit(code.rawValue)

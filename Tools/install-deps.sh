@@ -3,8 +3,10 @@
 #   install-deps.sh          to build and use kc: libkeyutils-dev and libfuse3-dev to
 #                            build, keyutils (keyctl), fuse3 (fusermount3) and attr
 #                            (getfattr/setfattr) to use it, bash-completion (which
-#                            loads kc's completions), man-db (man kc) and acl (see
-#                            /dev/fuse below)
+#                            loads kc's completions), man-db (man kc), acl (see
+#                            /dev/fuse below), and python3-pip, python3-setuptools
+#                            and python3-keyring (setup.sh installs kc's python
+#                            keyring backend; the keyring command comes with it)
 #   install-deps.sh --tests  also what the test suite and benchmark use: strace and
 #                            python3 (syscall and terminal tests), gdb (that the
 #                            common kc get spellings skip the argument parser), podman, runc
@@ -13,13 +15,15 @@
 #                            hyperfine (benchmark); and the real clients the
 #                            integration tests drive (docs/INTEGRATIONS.md): git,
 #                            docker-registry and apache2-utils (a local registry with
-#                            htpasswd), borgbackup and restic, python3-keyring and
-#                            python3-dotenv
+#                            htpasswd), borgbackup and restic, rclone and direnv
+#                            (password commands), python3-dotenv (python3-keyring
+#                            is in the base list)
 set -euo pipefail
-packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db)
+packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db
+          python3-pip python3-setuptools python3-keyring)
 if [ "${1:-}" = "--tests" ]; then
     packages+=(strace python3 gdb podman runc busybox-static age pamtester hyperfine
-               git docker-registry apache2-utils borgbackup restic python3-keyring python3-dotenv)
+               git docker-registry apache2-utils borgbackup restic rclone direnv python3-dotenv)
 fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -40,6 +40,26 @@ else
     echo "kc: installed completions for bash, zsh and fish; the man page could not be generated (.build/setup-build.log)" >&2
 fi
 
+# The python keyring backend (Integrations/python), into the system python, where
+# Debian's keyring command and library find it (/usr/local/lib/python3.*/dist-packages).
+# Built offline from a copy, so pip's build folders stay out of the repository.
+python=/usr/bin/python3
+if [ -x "$python" ] && "$python" -m pip --version > /dev/null 2>&1; then
+    pip_options=(--quiet --no-build-isolation --no-deps --no-cache-dir --disable-pip-version-check)
+    pip_help=$("$python" -m pip install --help 2>/dev/null || true)
+    # Debian 12 marks its python externally managed (PEP 668); pips before 23.0 lack the flag.
+    case "$pip_help" in *--break-system-packages*) pip_options+=(--break-system-packages) ;; esac
+    case "$pip_help" in *--root-user-action*) pip_options+=(--root-user-action=ignore) ;; esac
+    source=$(mktemp -d)
+    cp -R "$root/Integrations/python/." "$source/"
+    if $sudo "$python" -m pip install "${pip_options[@]}" "$source" >> "$root/.build/setup-build.log" 2>&1; then
+        echo "kc: installed the python keyring backend keyring_kc for $python (keyring --list-backends shows it)" >&2
+    else
+        echo "kc: the python keyring backend could not be installed; pip's output is in .build/setup-build.log" >&2
+    fi
+    $sudo rm -rf "$source"
+fi
+
 # The demo runs in a throwaway session keyring so it leaves nothing behind: store a
 # secret, mount ~/kc, read it with cat, unmount.
 # ~/kc unless it is taken (already a mount, or a folder with files in it, such as a

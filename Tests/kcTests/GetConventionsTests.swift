@@ -134,3 +134,20 @@ final class GetConventionsTests: KeyringTestCase {
         XCTAssertEqual(file.output.split(whereSeparator: \.isWhitespace), ["h", "u", "n", "t", "e", "r", "2"], "a file: \(file)")
     }
 }
+
+/// `kc get -q` is silent only about a missing item: a vault that holds the item but is
+/// locked still says to unlock it (exit 1, as without -q).
+final class QuietGetVaultTests: VaultTestCase {
+    func testQuietGetStillSaysTheVaultIsLocked() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", "v").status, 0)
+        XCTAssertEqual(try vault.lock().status, 0)
+        let result = try vault.kc("get", "-q", service, "token")
+        XCTAssertEqual(result.status, 1, "\(result)")
+        XCTAssertTrue(result.standardError.contains("the vault holds it but is locked; run 'kc unlock'"), "\(result)")
+        let missing = try vault.kc("get", "-q", service, "other")
+        XCTAssertEqual(missing.status, 1, "\(missing)")
+        XCTAssertEqual(missing.standardError, "")
+    }
+}

@@ -192,6 +192,29 @@ final class PythonKeyringTests: KeyringTestCase {
         XCTAssertEqual(try listedItems(service).first?.access, "after-first-unlock")
     }
 
+    func testAPasswordInALockedVaultRaisesKeyringLocked() throws {
+        let vault = try VaultFixture()
+        defer { vault.destroy() }
+        try vault.create()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "alice", "v").status, 0)
+        XCTAssertEqual(try vault.lock().status, 0)
+        let script = """
+            import sys, keyring
+            from keyring.errors import KeyringLocked
+            try:
+                print(keyring.get_password(sys.argv[1], "alice"))
+            except KeyringLocked as error:
+                print("KeyringLocked:", error)
+            print(keyring.get_password(sys.argv[1], "bob"))
+            """
+        let result = try python(script, service, environment: ["XDG_DATA_HOME": vault.dataHome])
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertTrue(result.output.hasPrefix("KeyringLocked: kc: no item 'alice'"), "\(result)")
+        XCTAssertTrue(result.output.contains("run 'kc unlock'"), "\(result)")
+        XCTAssertTrue(result.output.hasSuffix("None\n"), "a password the vault does not hold is just missing: \(result)")
+    }
+
     func testNotViableWhereKcIsMissingOrItsKeyringsFail() throws {
         let missing = try keyring("--list-backends", environment: ["KC_BIN": "/nonexistent/kc"])
         XCTAssertEqual(missing.status, 0, "\(missing)")

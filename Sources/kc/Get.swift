@@ -13,11 +13,11 @@ extension KC {
         static let configuration = CommandConfiguration(
             abstract: "Write a value to standard output, exactly as stored.",
             discussion: """
-            The value is written exactly as stored. Only when standard output is a
-            terminal and the value does not end in a newline, one is added, so the
-            prompt does not follow it on the same line; a pipe or a file gets the exact
-            bytes. Exits 1 if there is no such item; with -q, silently (for password
-            commands such as BORG_PASSCOMMAND='kc get -q com.example borg').
+            A pipe or a file gets the value's bytes and nothing else. On a terminal, a
+            value that does not end in a newline gets one, so the prompt starts on a
+            line of its own. Exits 1 if there is no such item; with -q, silently, for
+            password commands (BORG_PASSCOMMAND='kc get -q com.example borg'). A vault
+            that holds the item but is locked says so even with -q.
 
               kc get com.example token
               kc get -q com.example token || echo "not set"

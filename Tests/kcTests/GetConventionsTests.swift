@@ -74,6 +74,10 @@ final class GetConventionsTests: KeyringTestCase {
         guard try runShell("nm '\(builtKC)' | grep -qF '\(symbol)'").status == 0 else {
             throw XCTSkip("the built kc has no parseAsRoot symbol (stripped)")
         }
+        let probe = try runCommand("/usr/bin/env", ["gdb", "-q", "-batch", "-ex", "run", "--args", builtKC, "--version"])
+        guard probe.output.contains("exited normally") else {
+            throw XCTSkip("gdb cannot run kc here (ptrace refused?): \(probe)")
+        }
         let service = uniqueService()
         try kc("set", service, "token", input: Array("v".utf8))
         let plain: [(arguments: [String], fast: Bool)] = [(["get", service, "token"], true), (["get", "--", service, "token"], true)]

@@ -175,6 +175,18 @@ final class DockerCredentialTests: KeyringTestCase {
         return "127.0.0.1:\(port)"
     }
 
+    /// The error line goes to the client, which shows it or logs it: it names what is
+    /// wrong, never a character of the secret.
+    func testAnErrorInTheSecretDoesNotQuoteTheSecret() throws {
+        let (url, _) = uniqueServer()
+        for secret in [#"hunter\q7"#, #"hunter\Z7"#, #"hunter\%7"#] {
+            let refused = try helper("store", "{\"ServerURL\":\"\(url)\",\"Username\":\"alice\",\"Secret\":\"\(secret)\"}")
+            XCTAssertEqual(refused.status, 1, "\(refused)")
+            XCTAssertTrue(refused.output.hasPrefix("kc: the credentials are not valid JSON ("), "\(refused)")
+            XCTAssertFalse(refused.output.contains(String(secret.dropFirst(7).prefix(1))), "\(secret): \(refused.output)")
+        }
+    }
+
     func testPodmanLoginPushPullLogoutKeepThePasswordInTheKeychain() throws {
         let server = try startRegistry(user: "alice", password: "registry-s3cret")
         let service = "docker:" + server

@@ -185,10 +185,11 @@ struct CredentialListener {
             createdDirectory = directory
         } else if !directory.isEmpty, errno != EEXIST {
             try refuse("cannot create \(directory): \(String(cString: strerror(errno))); create it, or choose another --socket")
-        } else if let problem = unsafeDirectoryProblem(directory.isEmpty ? "/" : directory) {
-            // Whoever may rename entries in the directory may swap the socket for their
-            // own, and every unit would then load that impostor's credentials.
-            try refuse("\(directory.isEmpty ? "/" : directory) \(problem), who could replace the socket; choose a --socket in a directory only you (or root) can write")
+        }
+        if let (unsafe, problem) = unsafeDirectory(holding: directory.isEmpty ? "/" : directory) {
+            // Whoever may rename entries in the directory or one above it may swap the
+            // socket for their own, and every unit would then load that impostor's values.
+            try refuse("\(unsafe) \(problem), who could replace the socket; choose a --socket in a directory only you (or root) can write")
         }
         var existing = stat()
         if lstat(path, &existing) == 0 {
@@ -229,7 +230,30 @@ struct CredentialListener {
         return listener
     }
 
-    /// Why a directory that holds the socket is unsafe (it belongs to another user, or
+    /// The first directory, from the socket's own up to `/`, both as written and with
+    /// symbolic links resolved, whose entries someone else may change, and why.
+    static func unsafeDirectory(holding directory: String) -> (String, String)? {
+        var candidates: [String] = []
+        func addAncestors(of start: String) {
+            var current = start
+            while true {
+                candidates.append(current)
+                guard current != "/", let slash = current.lastIndex(of: "/") else { break }
+                current = slash == current.startIndex ? "/" : String(current[..<slash])
+            }
+        }
+        addAncestors(of: directory)
+        if let resolved = realpath(directory, nil) {
+            addAncestors(of: String(cString: resolved))
+            free(resolved)
+        }
+        for candidate in candidates {
+            if let problem = unsafeDirectoryProblem(candidate) { return (candidate, problem) }
+        }
+        return nil
+    }
+
+    /// Why a directory is unsafe to hold the socket (it belongs to another user, or
     /// others may write to it and it is not sticky), or nil if only this uid and root
     /// can change its entries.
     static func unsafeDirectoryProblem(_ directory: String) -> String? {

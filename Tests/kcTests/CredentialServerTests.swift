@@ -239,10 +239,10 @@ final class CredentialServerTests: KeyringTestCase {
 
     /// Runs `kc credential-server` expecting it to refuse: its status and standard
     /// error, or a failure (and a kill) if it is still serving after 10 s.
-    private func refusedServer(_ arguments: [String]) throws -> (status: Int32, standardError: String) {
+    private func refusedServer(_ arguments: [String], socket: String? = nil) throws -> (status: Int32, standardError: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: builtKC)
-        process.arguments = ["credential-server", "--socket", socketPath] + arguments
+        process.arguments = ["credential-server", "--socket", socket ?? socketPath] + arguments
         let log = Pipe()
         process.standardError = log
         process.standardOutput = FileHandle.nullDevice
@@ -267,6 +267,27 @@ final class CredentialServerTests: KeyringTestCase {
         XCTAssertEqual(result.status, 2, result.standardError)
         XCTAssertTrue(result.standardError.hasPrefix("kc: \(directory!) is writable by its group or by others"), result.standardError)
         XCTAssertFalse(FileManager.default.fileExists(atPath: socketPath))
+    }
+
+    func testASocketUnderADirectoryOthersCanWriteIsRefused() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("v", forKey: "token")
+        // kc would make `sub` 0700, but whoever may write its parent may rename it away
+        // and put a directory of their own in its place.
+        chmod(directory, 0o777)
+        let result = try refusedServer(["--service", service], socket: directory + "/sub/credentials.sock")
+        XCTAssertEqual(result.status, 2, result.standardError)
+        XCTAssertTrue(result.standardError.hasPrefix("kc: \(directory!) is writable by its group or by others"), result.standardError)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/sub/credentials.sock"))
+        // A link to a safe place, from a place others can change, is no safer.
+        let safe = directory + "-safe"
+        try FileManager.default.createDirectory(atPath: safe, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: safe) }
+        try FileManager.default.createSymbolicLink(atPath: directory + "/link", withDestinationPath: safe)
+        let linked = try refusedServer(["--service", service], socket: directory + "/link/credentials.sock")
+        XCTAssertEqual(linked.status, 2, linked.standardError)
+        XCTAssertTrue(linked.standardError.hasPrefix("kc: \(directory!) is writable by its group or by others"), linked.standardError)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: safe + "/credentials.sock"))
     }
 
     func testASocketDirectoryOfAnotherUserIsRefused() throws {

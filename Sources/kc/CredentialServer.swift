@@ -28,9 +28,9 @@ extension KC {
             --access after-first-unlock or always. A socket passed by systemd
             socket activation (LISTEN_FDS) is used instead of --socket. SIGTERM
             or SIGINT stops the server and removes its socket (only if it is still
-            the one it made). A --socket in a directory that another user owns, or
-            that others may write without the sticky bit, is refused: whoever can
-            rename the socket could serve units their own values.
+            the one it made). A --socket in or under a directory that another user
+            owns, or that others may write without the sticky bit, is refused:
+            whoever can rename the socket could serve units their own values.
             """
         )
 
@@ -189,6 +189,7 @@ struct CredentialListener {
         if let (unsafe, problem) = unsafeDirectory(holding: directory.isEmpty ? "/" : directory) {
             // Whoever may rename entries in the directory or one above it may swap the
             // socket for their own, and every unit would then load that impostor's values.
+            if let createdDirectory { rmdir(createdDirectory) }
             try refuse("\(unsafe) \(problem), who could replace the socket; choose a --socket in a directory only you (or root) can write")
         }
         var existing = stat()

@@ -278,7 +278,7 @@ final class CredentialServerTests: KeyringTestCase {
         let result = try refusedServer(["--service", service], socket: directory + "/sub/credentials.sock")
         XCTAssertEqual(result.status, 2, result.standardError)
         XCTAssertTrue(result.standardError.hasPrefix("kc: \(directory!) is writable by its group or by others"), result.standardError)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/sub/credentials.sock"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/sub"), "nothing is left behind")
         // A link to a safe place, from a place others can change, is no safer.
         let safe = directory + "-safe"
         try FileManager.default.createDirectory(atPath: safe, withIntermediateDirectories: false)

@@ -85,14 +85,18 @@ public enum ReadAudit {
         return line
     }
 
-    /// `bytes` as printable UTF-8 without spaces: control bytes, space, DEL, backslash
-    /// and every byte that is not part of valid UTF-8 become `\xHH`.
+    /// `bytes` as printable UTF-8 without spaces: control bytes, space, DEL, backslash,
+    /// every byte that is not part of valid UTF-8, and the bytes of every character
+    /// that is not visible ink (C1 controls such as NEL, format characters such as
+    /// bidirectional overrides and zero-width spaces, line and paragraph separators,
+    /// other spaces) become `\xHH`: a name cannot start a new line or fake another
+    /// field (`item=x\u{2003}uid=0`) in what a person or a program reads.
     public static func escaped(_ bytes: [UInt8]) -> String {
         var text = ""
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
-            if byte >= 0x80, let length = validUTF8Length(bytes, at: index) {
+            if byte >= 0x80, let (length, scalar) = validUTF8Sequence(bytes, at: index), isVisible(scalar) {
                 text += String(decoding: bytes[index..<index + length], as: UTF8.self)
                 index += length
                 continue
@@ -108,8 +112,17 @@ public enum ReadAudit {
         return text
     }
 
-    /// The length of the valid multi-byte UTF-8 sequence at `index`, or nil.
-    private static func validUTF8Length(_ bytes: [UInt8], at index: Int) -> Int? {
+    private static func isVisible(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator, .spaceSeparator, .privateUse, .surrogate, .unassigned:
+            false
+        default:
+            true
+        }
+    }
+
+    /// The length and scalar of the valid multi-byte UTF-8 sequence at `index`, or nil.
+    private static func validUTF8Sequence(_ bytes: [UInt8], at index: Int) -> (Int, Unicode.Scalar)? {
         let lead = bytes[index]
         let length: Int
         switch lead {
@@ -121,8 +134,8 @@ public enum ReadAudit {
         guard index + length <= bytes.count else { return nil }
         var decoder = UTF8()
         var iterator = bytes[index..<index + length].makeIterator()
-        guard case .scalarValue = decoder.decode(&iterator) else { return nil }
-        return length
+        guard case .scalarValue(let scalar) = decoder.decode(&iterator) else { return nil }
+        return (length, scalar)
     }
 
     /// readlink /proc/PID/exe: the reader's program (needs ptrace access to it, as `ls -l

@@ -27,7 +27,10 @@ extension KC {
             manager is outside your login session, so store its items at
             --access after-first-unlock or always. A socket passed by systemd
             socket activation (LISTEN_FDS) is used instead of --socket. SIGTERM
-            or SIGINT stops the server and removes its socket.
+            or SIGINT stops the server and removes its socket (only if it is still
+            the one it made). A --socket in or under a directory that another user
+            owns, or that others may write without the sticky bit, is refused:
+            whoever can rename the socket could serve units their own values.
             """
         )
 
@@ -146,6 +149,9 @@ struct CredentialListener {
     let descriptor: Int32
     /// The socket file to remove at exit; nil when systemd owns the socket.
     let createdPath: String?
+    /// The device and inode of that socket file when it was bound: at exit only that
+    /// file is removed, never one that has since taken its name (another server's).
+    var createdFile: (device: UInt64, inode: UInt64)? = nil
     /// The directory made for it, removed at exit if empty.
     let createdDirectory: String?
 
@@ -180,6 +186,12 @@ struct CredentialListener {
         } else if !directory.isEmpty, errno != EEXIST {
             try refuse("cannot create \(directory): \(String(cString: strerror(errno))); create it, or choose another --socket")
         }
+        if let (unsafe, problem) = unsafeDirectory(holding: directory.isEmpty ? "/" : directory) {
+            // Whoever may rename entries in the directory or one above it may swap the
+            // socket for their own, and every unit would then load that impostor's values.
+            if let createdDirectory { rmdir(createdDirectory) }
+            try refuse("\(unsafe) \(problem), who could replace the socket; choose a --socket in a directory only you (or root) can write")
+        }
         var existing = stat()
         if lstat(path, &existing) == 0 {
             guard existing.st_mode & S_IFMT == S_IFSOCK else {
@@ -201,13 +213,56 @@ struct CredentialListener {
             close(descriptor)
             try refuse("cannot listen on \(path): \(String(cString: strerror(bindError)))")
         }
-        chmod(path, 0o600)
+        // bind made the file 0600 under the umask above; no chmod by path afterwards,
+        // which would follow a symbolic link put in the socket's place.
+        var boundFile = stat()
+        guard lstat(path, &boundFile) == 0, boundFile.st_mode & S_IFMT == S_IFSOCK else {
+            close(descriptor)
+            try refuse("\(path) was replaced as it was bound; choose a --socket in a directory only you (or root) can write")
+        }
         guard listen(descriptor, 64) == 0 else {
+            let listenError = errno
             close(descriptor)
             unlink(path)
-            try refuse("cannot listen on \(path): \(String(cString: strerror(errno)))")
+            try refuse("cannot listen on \(path): \(String(cString: strerror(listenError)))")
         }
-        return CredentialListener(descriptor: descriptor, createdPath: path, createdDirectory: createdDirectory)
+        var listener = CredentialListener(descriptor: descriptor, createdPath: path, createdDirectory: createdDirectory)
+        listener.createdFile = (UInt64(boundFile.st_dev), UInt64(boundFile.st_ino))
+        return listener
+    }
+
+    /// The first directory, from the socket's own up to `/`, both as written and with
+    /// symbolic links resolved, whose entries someone else may change, and why.
+    static func unsafeDirectory(holding directory: String) -> (String, String)? {
+        var candidates: [String] = []
+        func addAncestors(of start: String) {
+            var current = start
+            while true {
+                candidates.append(current)
+                guard current != "/", let slash = current.lastIndex(of: "/") else { break }
+                current = slash == current.startIndex ? "/" : String(current[..<slash])
+            }
+        }
+        addAncestors(of: directory)
+        if let resolved = realpath(directory, nil) {
+            addAncestors(of: String(cString: resolved))
+            free(resolved)
+        }
+        for candidate in candidates {
+            if let problem = unsafeDirectoryProblem(candidate) { return (candidate, problem) }
+        }
+        return nil
+    }
+
+    /// Why a directory is unsafe to hold the socket (it belongs to another user, or
+    /// others may write to it and it is not sticky), or nil if only this uid and root
+    /// can change its entries.
+    static func unsafeDirectoryProblem(_ directory: String) -> String? {
+        var info = stat()
+        guard stat(directory, &info) == 0 else { return "cannot be examined (\(String(cString: strerror(errno))))" }
+        if info.st_uid != getuid() && info.st_uid != 0 { return "belongs to uid \(info.st_uid)" }
+        if info.st_mode & 0o022 != 0 && info.st_mode & S_ISVTX == 0 { return "is writable by its group or by others" }
+        return nil
     }
 
     /// Whether something accepts connections at `address`.
@@ -246,8 +301,14 @@ struct CredentialListener {
         exit(0)
     }
 
+    /// Removes the socket this server bound, if it is still the file at its path.
     private func removeSocket() {
-        if let createdPath { unlink(createdPath) }
+        if let createdPath, let createdFile {
+            var info = stat()
+            if lstat(createdPath, &info) == 0, UInt64(info.st_dev) == createdFile.device, UInt64(info.st_ino) == createdFile.inode {
+                unlink(createdPath)
+            }
+        }
         if let createdDirectory { rmdir(createdDirectory) }
     }
 }

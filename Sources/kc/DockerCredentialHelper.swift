@@ -138,10 +138,13 @@ enum DockerCredentialHelper {
                       serviceName(forServer: server) == service,
                       let item = try Keychain(service: service).allKeyNames().first,
                       let user = CredentialName.decode(item.bytes) else { continue }
-                if output.count > 1 { output.append(UInt8(ascii: ",")) }
-                StrictJSON.appendString(server, to: &output)
-                output.append(UInt8(ascii: ":"))
-                StrictJSON.appendString(user, to: &output)
+                // A name that is not UTF-8 (made with kc set, not by a client) has no
+                // JSON string; writing the rest of its entry would break the object.
+                var entry: [UInt8] = output.count > 1 ? [UInt8(ascii: ",")] : []
+                guard StrictJSON.appendString(server, to: &entry) else { continue }
+                entry.append(UInt8(ascii: ":"))
+                guard StrictJSON.appendString(user, to: &entry) else { continue }
+                output += entry
             }
         }
         output += Array("}\n".utf8)

@@ -146,9 +146,11 @@ enum GitCredentialHelper {
         return credential
     }
 
-    /// `PROTOCOL://[USER[:PASSWORD]@]HOST[/PATH]`, decoded as git's credential_from_url
-    /// does: the user, password, host and path lose their %XX escapes, and the path its
-    /// trailing slashes.
+    /// `PROTOCOL://[USER[:PASSWORD]@]HOST[/PATH]`, split and decoded exactly as git's
+    /// credential_from_url does, so kc answers for the host git will send the answer
+    /// to: the host ends at the first `/`, `?` or `#`; the user information ends at the
+    /// first `@` before it; user, password, host and path lose their %XX escapes, and
+    /// the path its leading and trailing slashes.
     static func parseURL(_ url: [UInt8]) throws(Failure) -> Credential {
         let separator = Array("://".utf8)
         guard let schemeEnd = url.firstRange(of: separator) else {
@@ -157,9 +159,9 @@ enum GitCredentialHelper {
         var credential = Credential()
         credential.protocolName = Array(url[..<schemeEnd.lowerBound])
         var rest = url[schemeEnd.upperBound...]
-        let slash = rest.firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
+        let slash = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? rest.endIndex
         var authority = rest[..<slash]
-        if let at = authority.lastIndex(of: UInt8(ascii: "@")) {
+        if let at = authority.firstIndex(of: UInt8(ascii: "@")) {
             let userInfo = authority[..<at]
             if let colon = userInfo.firstIndex(of: UInt8(ascii: ":")) {
                 credential.username = percentDecoded(userInfo[..<colon])
@@ -171,7 +173,8 @@ enum GitCredentialHelper {
         }
         credential.host = percentDecoded(authority)
         if slash < rest.endIndex {
-            rest = rest[(slash + 1)...]
+            rest = rest[slash...]
+            while rest.first == UInt8(ascii: "/") { rest = rest.dropFirst() }
             while rest.last == UInt8(ascii: "/") { rest = rest.dropLast() }
             if !rest.isEmpty { credential.path = percentDecoded(rest) }
         }
@@ -197,11 +200,15 @@ enum GitCredentialHelper {
     // MARK: Names
 
     /// The service of a remote, or nil when git did not say which (no protocol, or
-    /// neither host nor path) or the name would be too long to exist.
+    /// neither host nor path), the host holds a `/`, or the name would be too long.
     static func serviceName(for credential: Credential) -> KeyName? {
         guard let protocolName = credential.protocolName, !protocolName.isEmpty else { return nil }
         let host = credential.host ?? []
         guard !host.isEmpty || credential.path != nil else { return nil }
+        // No real host holds a `/` (it could only come from a `%2F` in a URL), and its
+        // name would be that of the host before the `/` with a path: `host=a.com/x`
+        // must not read what was stored for `host=a.com` and `path=x`.
+        guard !host.contains(UInt8(ascii: "/")) else { return nil }
         var name = Array("git:".utf8) + CredentialName.encode(protocolName, alsoEscaping: [UInt8(ascii: ":")])
         name.append(UInt8(ascii: ":"))
         name += CredentialName.encode(host)

@@ -11,8 +11,19 @@ enum StrictJSON {
     /// is null counts as absent; one that is not a string, or that appears twice, is an
     /// error. Values are UTF-8 bytes; the caller zeroes them.
     static func stringFields(of json: [UInt8], named wanted: Set<String>) throws(SyntaxError) -> [String: [UInt8]] {
-        var reader = Reader(bytes: json)
         var fields: [String: [UInt8]] = [:]
+        do {
+            try readFields(of: json, named: wanted, into: &fields)
+            return fields
+        } catch {
+            // A field read before the error may be the secret.
+            for name in Array(fields.keys) { fields[name]?.overwriteWithZeros() }
+            throw error
+        }
+    }
+
+    private static func readFields(of json: [UInt8], named wanted: Set<String>, into fields: inout [String: [UInt8]]) throws(SyntaxError) {
+        var reader = Reader(bytes: json)
         var seen: Set<String> = []
         reader.skipSpace()
         try reader.expect(UInt8(ascii: "{"))
@@ -48,7 +59,6 @@ enum StrictJSON {
         }
         reader.skipSpace()
         guard reader.position == json.count else { throw reader.error("unexpected text after the object") }
-        return fields
     }
 
     /// Appends `bytes` as a JSON string. False, appending nothing, if they are not UTF-8.
@@ -101,9 +111,20 @@ enum StrictJSON {
         }
 
         /// A string's UTF-8 bytes, escapes resolved; `position` is at its opening quote.
+        /// On an error, what was read of it is zeroed (it may be part of a secret).
         mutating func string() throws(SyntaxError) -> [UInt8] {
-            position += 1
             var value: [UInt8] = []
+            do {
+                try readString(into: &value)
+                return value
+            } catch {
+                value.overwriteWithZeros()
+                throw error
+            }
+        }
+
+        private mutating func readString(into value: inout [UInt8]) throws(SyntaxError) {
+            position += 1
             // Long enough for any string in the input, so growing leaves no copy behind.
             value.reserveCapacity(bytes.count - position)
             while true {
@@ -112,12 +133,10 @@ enum StrictJSON {
                 switch byte {
                 case UInt8(ascii: "\""):
                     guard String(validating: value, as: UTF8.self) != nil else {
-                        value.overwriteWithZeros()
                         throw error("a string is not valid UTF-8")
                     }
-                    return value
+                    return
                 case 0..<0x20:
-                    value.overwriteWithZeros()
                     throw error("a control character must be escaped in a string")
                 case UInt8(ascii: "\\"):
                     guard let escaped = peek() else { throw error("unterminated string") }
@@ -142,8 +161,8 @@ enum StrictJSON {
                         guard let unicode = Unicode.Scalar(scalar) else { throw error("an invalid \\u escape") }
                         value += Array(String(Character(unicode)).utf8)
                     default:
-                        value.overwriteWithZeros()
-                        throw error("an invalid escape '\\\(Character(Unicode.Scalar(escaped)))'")
+                        // Not quoted: the character after the backslash may be the secret's.
+                        throw error("an invalid backslash escape")
                     }
                 default:
                     value.append(byte)

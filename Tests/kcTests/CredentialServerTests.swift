@@ -237,6 +237,87 @@ final class CredentialServerTests: KeyringTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: socketPath), "systemd's socket is systemd's to remove")
     }
 
+    /// Runs `kc credential-server` expecting it to refuse: its status and standard
+    /// error, or a failure (and a kill) if it is still serving after 10 s.
+    private func refusedServer(_ arguments: [String], socket: String? = nil) throws -> (status: Int32, standardError: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: builtKC)
+        process.arguments = ["credential-server", "--socket", socket ?? socketPath] + arguments
+        let log = Pipe()
+        process.standardError = log
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        for _ in 0..<400 where process.isRunning { usleep(25_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+            XCTFail("the server listened in a directory others can change")
+        }
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: log.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+    }
+
+    func testASocketDirectoryOthersCanWriteIsRefused() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("v", forKey: "token")
+        // Anyone could rename the socket away and listen in its place, and the units
+        // would load the impostor's values.
+        chmod(directory, 0o777)
+        let result = try refusedServer(["--service", service])
+        XCTAssertEqual(result.status, 2, result.standardError)
+        XCTAssertTrue(result.standardError.hasPrefix("kc: \(directory!) is writable by its group or by others"), result.standardError)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: socketPath))
+    }
+
+    func testASocketUnderADirectoryOthersCanWriteIsRefused() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("v", forKey: "token")
+        // kc would make `sub` 0700, but whoever may write its parent may rename it away
+        // and put a directory of their own in its place.
+        chmod(directory, 0o777)
+        let result = try refusedServer(["--service", service], socket: directory + "/sub/credentials.sock")
+        XCTAssertEqual(result.status, 2, result.standardError)
+        XCTAssertTrue(result.standardError.hasPrefix("kc: \(directory!) is writable by its group or by others"), result.standardError)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/sub"), "nothing is left behind")
+        // A link to a safe place, from a place others can change, is no safer.
+        let safe = directory + "-safe"
+        try FileManager.default.createDirectory(atPath: safe, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: safe) }
+        try FileManager.default.createSymbolicLink(atPath: directory + "/link", withDestinationPath: safe)
+        let linked = try refusedServer(["--service", service], socket: directory + "/link/credentials.sock")
+        XCTAssertEqual(linked.status, 2, linked.standardError)
+        XCTAssertTrue(linked.standardError.hasPrefix("kc: \(directory!) is writable by its group or by others"), linked.standardError)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: safe + "/credentials.sock"))
+    }
+
+    func testASocketDirectoryOfAnotherUserIsRefused() throws {
+        guard UnprivilegedUser.available else { throw XCTSkip("needs root, to give the directory to the test user kc-test") }
+        let service = uniqueService()
+        try Keychain(service: service).set("v", forKey: "token")
+        let uid = try XCTUnwrap(UInt32(try runCommand("/usr/bin/id", ["-u", UnprivilegedUser.name]).output.trimmingCharacters(in: .whitespacesAndNewlines)))
+        XCTAssertEqual(chown(directory, uid, gid_t(bitPattern: -1)), 0)
+        chmod(directory, 0o755)
+        let result = try refusedServer(["--service", service])
+        XCTAssertEqual(result.status, 2, result.standardError)
+        XCTAssertTrue(result.standardError.hasPrefix("kc: \(directory!) belongs to uid \(uid)"), result.standardError)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: socketPath))
+    }
+
+    func testSIGTERMLeavesASocketThatIsNotTheOneItBound() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("v", forKey: "token")
+        try startServer(["--service", service])
+        // Its socket was removed by hand, and another server now listens at the path.
+        XCTAssertEqual(rename(socketPath, directory + "/moved.sock"), 0)
+        let other = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(other) }
+        var address = try XCTUnwrap(UnixSocketAddress(socketPath))
+        XCTAssertEqual(address.withSockaddr { bind(other, $0, $1) }, 0, String(cString: strerror(errno)))
+        let stopped = try XCTUnwrap(stopServer())
+        XCTAssertEqual(stopped.status, 0, stopped.log)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: socketPath), "the other server's socket is not this one's to remove")
+    }
+
     func testAServerNeedsAServiceToServe() throws {
         let result = try kc("credential-server", "--socket", socketPath)
         XCTAssertEqual(result.status, 64)

@@ -175,6 +175,32 @@ final class DockerCredentialTests: KeyringTestCase {
         return "127.0.0.1:\(port)"
     }
 
+    func testListSkipsNamesThatAreNotUTF8AndStaysValidJSON() throws {
+        let (url, _) = uniqueServer()
+        XCTAssertEqual(try helper("store", storeJSON(url, "alice", "s3cret")).status, 0)
+        let badServer = KeyName(bytes: Array("docker:\(uniqueService())-".utf8) + [0xff])
+        let badUser = KeyName(bytes: Array("docker:\(uniqueService()).example".utf8))
+        servicesToRemove += [badServer, badUser]
+        try Keychain(service: badServer).set("x", forKey: "alice")
+        try Keychain(service: badUser).set("x", forKey: KeyName(bytes: [0x62, 0xfe]))
+        let listed = try helper("list")
+        XCTAssertEqual(listed.status, 0, "\(listed)")
+        let object = try JSONSerialization.jsonObject(with: Data(listed.output.utf8)) as? [String: String]
+        XCTAssertEqual(object?[url], "alice", "\(listed.output)")
+    }
+
+    /// The error line goes to the client, which shows it or logs it: it names what is
+    /// wrong, never a character of the secret.
+    func testAnErrorInTheSecretDoesNotQuoteTheSecret() throws {
+        let (url, _) = uniqueServer()
+        for secret in [#"hunter\q7"#, #"hunter\Z7"#, #"hunter\%7"#] {
+            let refused = try helper("store", "{\"ServerURL\":\"\(url)\",\"Username\":\"alice\",\"Secret\":\"\(secret)\"}")
+            XCTAssertEqual(refused.status, 1, "\(refused)")
+            XCTAssertTrue(refused.output.hasPrefix("kc: the credentials are not valid JSON ("), "\(refused)")
+            XCTAssertFalse(refused.output.contains(String(secret.dropFirst(7).prefix(1))), "\(secret): \(refused.output)")
+        }
+    }
+
     func testPodmanLoginPushPullLogoutKeepThePasswordInTheKeychain() throws {
         let server = try startRegistry(user: "alice", password: "registry-s3cret")
         let service = "docker:" + server

@@ -85,6 +85,42 @@ final class GitCredentialTests: KeyringTestCase {
 
     // MARK: The protocol directly
 
+    func testAHostWithASlashDoesNotReadTheCredentialOfAHostWithAPath() throws {
+        let (host, _) = uniqueHost()
+        let service = "git:https:\(host)%2Fteam"
+        servicesToRemove.append(KeyName(service))
+        let stored = try helper("store", "protocol=https\nhost=\(host)\npath=team\nusername=alice\npassword=s3cret\n")
+        XCTAssertEqual(stored.status, 0, "\(stored)")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "alice"), "s3cret")
+        // A `%2F` in a URL's host decodes to `/`; that host is another remote.
+        for input in ["protocol=https\nhost=\(host)/team\n", "url=https://\(host)%2Fteam\n", "protocol=https\nhost=\(host)/team\nusername=alice\n"] {
+            let got = try helper("get", input)
+            XCTAssertEqual(got.status, 0, "\(got)")
+            XCTAssertEqual(got.output, "", "no credential for \(input)")
+        }
+        XCTAssertEqual(try helper("erase", "protocol=https\nhost=\(host)/team\n").status, 0)
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "alice"), "s3cret", "erase of the other remote leaves it")
+    }
+
+    /// A script that pipes `url=$URL` to the helper sends the answer where git would:
+    /// the helper must split the URL as git does, or it answers for another host.
+    func testAURLIsSplitAsGitSplitsIt() throws {
+        let (host, service) = uniqueHost()
+        XCTAssertEqual(try helper("store", "protocol=https\nhost=\(host)\nusername=evil.test?\npassword=victim-pw\n").status, 0)
+        XCTAssertEqual(try helper("store", "protocol=https\nhost=\(host)\nusername=u@evil.test\npassword=victim-pw2\n").status, 0)
+        XCTAssertNotNil(try Keychain(service: service).string(forKey: "evil.test?"))
+        // git: host evil.test (the host ends at `?`), and host `evil.test@HOST` (the
+        // user ends at the first `@`); neither is this host.
+        for url in ["https://evil.test?@\(host)", "https://evil.test#@\(host)", "https://u@evil.test@\(host)"] {
+            let got = try helper("get", "url=\(url)\n")
+            XCTAssertFalse(got.output.contains("victim-pw"), "\(url) answered \(got)")
+            let fill = try git(["credential", "fill"], input: "url=\(url)\n\n", environment: ["GIT_ASKPASS": "/bin/false"])
+            XCTAssertFalse(fill.output.contains("host=\(host)\n"), "git sends \(url) elsewhere: \(fill)")
+        }
+        let got = try helper("get", "url=https://\(host)/?x\n")
+        XCTAssertEqual(got.status, 0, "\(got)")
+    }
+
     func testPasswordExpiryBecomesTheKernelTimeout() throws {
         let (host, service) = uniqueHost()
         let expiry = Int(Date().timeIntervalSince1970) + 3600

@@ -136,6 +136,35 @@ final class PasswordCommandTests: KeyringTestCase {
         XCTAssertTrue(missing.standardError.contains("password command failed"), "\(missing)")
     }
 
+    /// `use kc SERVICE` exports what someone else may have named: an item `path` or
+    /// `ld.preload` in a shared or imported service, or one named `PATH=token`, must not
+    /// set PATH or LD_PRELOAD in the user's shell.
+    func testDirenvUseKcRefusesItemsThatWouldSetDangerousVariables() throws {
+        guard programExists("direnv") else { throw XCTSkip("direnv is missing") }
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Integrations/direnv/use_kc.sh").path
+        try FileManager.default.createDirectory(atPath: folder + "/config/direnv", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: source, toPath: folder + "/config/direnv/direnvrc")
+        let project = folder + "/files/project"
+        try FileManager.default.createDirectory(atPath: project, withIntermediateDirectories: true)
+        for (name, value) in [("path", "/evil/bin"), ("ld.preload", "/evil/lib.so"), ("PATH=token", "x"), ("1st", "one")] {
+            let service = uniqueService()
+            try kc("set", service, "token", input: Array("/evil/bin".utf8))
+            try kc("set", service, name, input: Array(value.utf8))
+            try "use kc \(service)\n".write(toFile: project + "/.envrc", atomically: true, encoding: .utf8)
+            XCTAssertEqual(try run("direnv", ["allow", project]).status, 0)
+            let loaded = try run("direnv", ["exec", project, "sh", "-c", "printf '%s|%s|%s' \"$PATH\" \"${LD_PRELOAD-}\" \"${_1ST-}\""])
+            XCTAssertFalse(loaded.output.contains("/evil/"), "item \(name): \(loaded)")
+            if name == "PATH=token" {
+                XCTAssertEqual(loaded.status, 0, "the item is named PATH=token, it does not name PATH: \(loaded)")
+            } else if name == "1st" {
+                XCTAssertTrue(loaded.output.hasSuffix("||one"), "a leading digit gets '_', as kc exec --env names it: \(loaded)")
+            } else if name != "PATH=token" {
+                XCTAssertTrue(loaded.standardError.contains("kc: item '\(name)' of '\(service)' would become $"), "\(loaded)")
+            }
+        }
+    }
+
     func testDirenvUseKcExportsItems() throws {
         guard programExists("direnv") else { throw XCTSkip("direnv is missing") }
         let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -96,6 +96,21 @@ final class ReadAuditTests: KeyringTestCase {
         XCTAssertFalse(line.utf8.contains { $0 < 0x20 }, "no control byte in the line")
     }
 
+    /// A name may hold any bytes, and valid UTF-8 can still break a line or forge a
+    /// field for the eye (NEL, U+2028, an em space before `uid=0`, a right-to-left
+    /// override): only visible characters stay as they are.
+    func testAuditNamesCannotBreakTheLineOrForgeAField() throws {
+        let forged = "x\u{85}y\u{2028}z\u{2029}w\u{2003}uid=0\u{a0}v\u{202e}u\u{200b}t\u{feff}s\u{e000}é€😀"
+        let escaped = ReadAudit.escaped(Array(forged.utf8))
+        XCTAssertEqual(escaped, "x\\xc2\\x85y\\xe2\\x80\\xa8z\\xe2\\x80\\xa9w\\xe2\\x80\\x83uid=0\\xc2\\xa0v"
+            + "\\xe2\\x80\\xaeu\\xe2\\x80\\x8bt\\xef\\xbb\\xbfs\\xee\\x80\\x80é€😀")
+        let read = ItemRead(via: "kc-get", service: KeyName(forged), item: KeyName(forged), readerPID: 1, readerUID: 0)
+        let line = ReadAudit.message(read, executable: Array("/tmp/a\u{2028}b".utf8))
+        XCTAssertFalse(line.unicodeScalars.contains { [.control, .format, .lineSeparator, .paragraphSeparator].contains($0.properties.generalCategory) }, line)
+        XCTAssertEqual(line.split(separator: " ").count, 7, "seven fields, each one token: \(line)")
+        XCTAssertFalse(line.unicodeScalars.contains { $0.properties.isWhitespace && $0 != " " }, line)
+    }
+
     func testKCGetWithKCAuditLogsTheProgramThatRanIt() throws {
         let log = try listenAsSyslog()
         let service = uniqueService()

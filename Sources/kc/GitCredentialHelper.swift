@@ -27,6 +27,10 @@ import Musl
 /// - `erase` removes a user's password and refresh token; when git sends the password,
 ///   only if it is the one stored (as git's own helpers do).
 ///
+/// New credentials go to the level `--access LEVEL` names (git passes the helper's
+/// arguments before the action: `credential.helper = kc --access after-first-unlock`),
+/// by default `when-unlocked`; get and erase find an item at any level.
+///
 /// Input is `key=value` lines up to an empty line or the end, at most 64 KiB, no NUL.
 /// Unknown keys and unknown actions are ignored, as git requires. Nothing secret is in
 /// argv: git passes only the action there.
@@ -57,8 +61,22 @@ enum GitCredentialHelper {
     /// an action git may add later), 2 on a failure, 64 on a wrong command line.
     static func main() -> Never {
         let argv = CommandLine.unsafeArgv
-        guard CommandLine.argc == 2, let word = argv[1] else {
-            standardError("kc: usage: git-credential-kc get|store|erase; git runs it for you after 'git config --global credential.helper kc'")
+        let usage = "kc: usage: git-credential-kc [--access LEVEL] get|store|erase; git runs it for you after 'git config --global credential.helper kc'"
+        // git puts the helper's own arguments before the action:
+        // credential.helper = "kc --access after-first-unlock".
+        var level = Accessibility.Level.whenUnlocked
+        if CommandLine.argc == 4, let option = argv[1], let name = argv[2], strcmp(option, "--access") == 0 {
+            guard let chosen = Accessibility.Level(rawValue: String(cString: name)) else {
+                standardError("kc: git-credential-kc: --access takes when-unlocked, after-first-unlock or always (got '\(String(cString: name))')")
+                exit(ExitStatus.usage.rawValue)
+            }
+            level = chosen
+        } else if CommandLine.argc != 2 {
+            standardError(usage)
+            exit(ExitStatus.usage.rawValue)
+        }
+        guard let word = argv[Int(CommandLine.argc) - 1] else {
+            standardError(usage)
             exit(ExitStatus.usage.rawValue)
         }
         let action: Action
@@ -90,7 +108,7 @@ enum GitCredentialHelper {
         do {
             switch action {
             case .get: try get(credential)
-            case .store: try store(credential)
+            case .store: try store(credential, at: Accessibility(level: level, thisDeviceOnly: false))
             case .erase: try erase(credential)
             }
         } catch {
@@ -285,7 +303,7 @@ enum GitCredentialHelper {
     /// Stores the password (with its expiry) and refresh token of a user. Without a
     /// remote, a user name or a password there is nothing to store, as for git's own
     /// helpers; a password whose expiry has passed is not stored either.
-    static func store(_ credential: Credential) throws(Failure) {
+    static func store(_ credential: Credential, at accessibility: Accessibility = .whenUnlocked) throws(Failure) {
         guard let service = serviceName(for: credential),
               let user = credential.username, !user.isEmpty,
               let password = credential.password, !password.isEmpty else { return }
@@ -297,7 +315,7 @@ enum GitCredentialHelper {
         guard let names = itemNames(forUser: user) else {
             throw Failure("the user name is too long for an item name (at most 235 bytes here)")
         }
-        let keychain = try reported { () throws(KeychainError) in try Keychain(service: service) }
+        let keychain = try reported { () throws(KeychainError) in try Keychain(service: service, accessibility: accessibility) }
         try reported { () throws(KeychainError) in
             try keychain.set(password, forKey: names.password, until: deadline)
             // A refresh token belongs to the password it came with: a new password

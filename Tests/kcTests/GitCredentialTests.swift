@@ -62,6 +62,30 @@ final class GitCredentialTests: KeyringTestCase {
         XCTAssertFalse(try Keychain(service: service).serviceExists(), "erasing the last credential removes the service")
     }
 
+    /// `credential.helper = kc --access after-first-unlock`: git passes the helper's own
+    /// arguments before the action, and the credential goes to that level (the user
+    /// keyring, which every session of the user sees); get and erase find it there.
+    func testAccessOptionChoosesTheLevelNewCredentialsGoTo() throws {
+        let (host, service) = uniqueHost()
+        // An empty helper first clears the sandbox's own `credential.helper kc`.
+        let helpers = ["-c", "credential.helper=", "-c", "credential.helper=kc --access after-first-unlock"]
+        let approve = try git(helpers + ["credential", "approve"], input: "protocol=https\nhost=\(host)\nusername=alice\npassword=s3cret\n\n")
+        XCTAssertEqual(approve.status, 0, "\(approve)")
+        XCTAssertEqual(try Keychain(service: service).item("alice")?.accessibility, .afterFirstUnlock)
+        let fill = try git(helpers + ["credential", "fill"], input: "url=https://\(host)\n\n")
+        XCTAssertEqual(fill.output, "protocol=https\nhost=\(host)\nusername=alice\npassword=s3cret\n", "\(fill)")
+        XCTAssertEqual(try git(helpers + ["credential", "reject"], input: "url=https://alice:s3cret@\(host)\n\n").status, 0)
+        XCTAssertNil(try Keychain(service: service).string(forKey: "alice"))
+
+        let wrong = try sandbox.helper("git-credential-kc", ["--access", "forever", "store"],
+                                       input: "protocol=https\nhost=\(host)\nusername=alice\npassword=x\n\n")
+        XCTAssertEqual(wrong.status, 64, "\(wrong)")
+        XCTAssertEqual(wrong.standardError, "kc: git-credential-kc: --access takes when-unlocked, after-first-unlock or always (got 'forever')\n")
+        let extra = try sandbox.helper("git-credential-kc", ["--access", "always"], input: "")
+        XCTAssertEqual(extra.status, 64, "\(extra)")
+        XCTAssertNil(try Keychain(service: service).string(forKey: "alice"), "nothing stored by a wrong command line")
+    }
+
     func testUseHttpPathKeepsOneCredentialPerRepository() throws {
         let (host, _) = uniqueHost()
         let service = "git:https:\(host)%2Fteam%2Frepo.git"
@@ -200,7 +224,7 @@ final class GitCredentialTests: KeyringTestCase {
         XCTAssertEqual(unknown.output + unknown.standardError, "")
         let usage = try sandbox.helper("git-credential-kc", [], input: "")
         XCTAssertEqual(usage.status, 64)
-        XCTAssertTrue(usage.standardError.hasPrefix("kc: usage: git-credential-kc get|store|erase"), "\(usage)")
+        XCTAssertTrue(usage.standardError.hasPrefix("kc: usage: git-credential-kc [--access LEVEL] get|store|erase"), "\(usage)")
     }
 
     func testInputAfterTheBlankLineIsNotRead() throws {

@@ -250,7 +250,9 @@ class Keyring(KeyringBackend):
     def _run_raw(arguments, error, value=None):
         executable = _kc_executable()
         if executable is None:
-            raise error("kc is not on PATH (set KC_BIN to its path)")
+            where = os.environ.get("KC_BIN")
+            raise error(f"KC_BIN={where} is not an executable" if where
+                        else "kc is not on PATH (set KC_BIN to its path)")
         try:
             return subprocess.run([executable, *arguments], input=value if value is not None else b"",
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -89,39 +89,23 @@ enum HelperInput {
 /// empty line (git's protocol ends there), but never more than `limit` bytes: a client
 /// sends a few short lines, so more is refused rather than held. The caller zeroes it.
 func readHelperInput(limit: Int, stopAtBlankLine: Bool) -> HelperInput {
-    var bytes = [UInt8](repeating: 0, count: limit + 1)
-    var count = 0
-    while count < bytes.count {
-        let got = bytes.withUnsafeMutableBytes { read(0, $0.baseAddress! + count, $0.count - count) }
-        if got < 0 {
-            if errno == EINTR { continue }
-            bytes.overwriteWithZeros()
-            return .unreadable
-        }
-        if got == 0 { break }
-        let scanFrom = max(count - 1, 0)
-        count += got
-        if stopAtBlankLine, let end = blankLineEnd(in: bytes, from: scanFrom, to: count) {
-            count = end
-            break
-        }
+    let end: (([UInt8], Range<Int>) -> Int?)? = stopAtBlankLine ? { blankLineEnd(in: $0, $1) } : nil
+    guard var bytes = readStandardInput(limit: limit, endsAt: end) else {
+        return .unreadable
     }
-    if count > limit {
+    if bytes.count > limit {
         bytes.overwriteWithZeros()
         return .tooLong
     }
-    // Zero what follows the input before shrinking, so no stray copy is left behind.
-    for index in count..<bytes.count { bytes[index] = 0 }
-    bytes.removeSubrange(count...)
     return .bytes(bytes)
 }
 
 /// Where the bytes before the first empty line end (a line feed at the very start, or
 /// one right after another, or after a carriage return that follows one), if one is in
-/// `bytes[from..<to]`.
-private func blankLineEnd(in bytes: [UInt8], from: Int, to: Int) -> Int? {
+/// `bytes[range]`.
+private func blankLineEnd(in bytes: [UInt8], _ range: Range<Int>) -> Int? {
     let newline = UInt8(ascii: "\n"), carriageReturn = UInt8(ascii: "\r")
-    for index in from..<to where bytes[index] == newline {
+    for index in range where bytes[index] == newline {
         var start = index
         if start > 0 && bytes[start - 1] == carriageReturn { start -= 1 }
         if start == 0 || bytes[start - 1] == newline { return start }

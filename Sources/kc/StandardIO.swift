@@ -24,19 +24,35 @@ func writeAll(fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
 /// Reads standard input (or `fd`) to its end, but at most `limit + 1` bytes, so an
 /// oversize value is detected without holding all of it. Nil on a read error, with
 /// `errno` set. The caller zeroes the result.
-func readStandardInput(fd: Int32 = 0, limit: Int) -> [UInt8]? {
+///
+/// `endsAt`, when given, is asked after each read where the input ends within the bytes
+/// read so far (it is given the range that is new, and the byte before it); the read
+/// stops there and what came after is zeroed (git's credential protocol ends at an
+/// empty line).
+func readStandardInput(fd: Int32 = 0, limit: Int,
+                       endsAt end: ((_ bytes: [UInt8], _ new: Range<Int>) -> Int?)? = nil) -> [UInt8]? {
     var bytes = [UInt8](repeating: 0, count: limit + 1)
     var count = 0
     while count < bytes.count {
         let got = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
         if got < 0 {
             if errno == EINTR { continue }
+            let error = errno
+            bytes.overwriteWithZeros()
+            errno = error
             return nil
         }
         if got == 0 { break }
+        let scanFrom = max(count - 1, 0)
         count += got
+        if let end, let stop = end(bytes, scanFrom..<count) {
+            for index in stop..<count { bytes[index] = 0 }
+            count = stop
+            break
+        }
     }
-    // Zero the unused tail before shrinking so no stray copy is left behind.
+    // What follows `count` was never written (or was zeroed above): shrinking leaves
+    // no stray copy behind.
     bytes.removeSubrange(count...)
     return bytes
 }

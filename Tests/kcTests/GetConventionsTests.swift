@@ -94,27 +94,7 @@ final class GetConventionsTests: KeyringTestCase {
 
     /// What `kc get` writes to a pseudo-terminal, the terminal's CR LF for LF turned off.
     private func getOnTerminal(_ service: String, _ key: String) throws -> CommandResult {
-        let driver = """
-            import os, pty, sys, termios, tty
-            pid, fd = pty.fork()
-            if pid == 0:
-                attributes = termios.tcgetattr(0)
-                attributes[1] &= ~termios.ONLCR
-                termios.tcsetattr(0, termios.TCSANOW, attributes)
-                os.execv(sys.argv[1], sys.argv[1:])
-            out = b""
-            try:
-                while True:
-                    chunk = os.read(fd, 1024)
-                    if not chunk: break
-                    out += chunk
-            except OSError:
-                pass
-            _, status = os.waitpid(pid, 0)
-            sys.stdout.buffer.write(out)
-            sys.exit(os.waitstatus_to_exitcode(status))
-            """
-        return try runCommand("/usr/bin/env", ["python3", "-c", driver, builtKC, "get", service, key])
+        try PseudoTerminal.run(builtKC, ["get", service, key], translateNewlines: false)
     }
 
     func testGetAddsANewlineOnATerminalOnlyWhenTheValueLacksOne() throws {

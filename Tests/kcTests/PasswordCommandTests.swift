@@ -95,34 +95,9 @@ final class PasswordCommandTests: KeyringTestCase {
         let rclone = ["RCLONE_CONFIG": folder + "/config/rclone.conf"]
         let created = try run("rclone", ["config", "create", "backups", "alias", "remote", folder + "/files"], rclone)
         XCTAssertEqual(created.status, 0, "\(created)")
-        let driver = """
-            import os, pty, sys
-            pid, fd = pty.fork()
-            if pid == 0:
-                os.execvp("rclone", ["rclone", "config"])
-            seen = b""
-            def answer(prompt, reply):
-                global seen
-                while prompt not in seen:
-                    chunk = os.read(fd, 1024)
-                    if not chunk: raise SystemExit("rclone config closed: %r" % seen)
-                    seen += chunk
-                seen = b""
-                os.write(fd, reply + b"\\n")
-            answer(b"s/q>", b"s")
-            answer(b"a/q>", b"a")
-            answer(b"password:", sys.argv[1].encode())
-            answer(b"password:", sys.argv[1].encode())
-            answer(b"q>", b"q")
-            answer(b"s/q>", b"q")
-            try:
-                while os.read(fd, 1024): pass
-            except OSError:
-                pass
-            _, status = os.waitpid(pid, 0)
-            sys.exit(os.waitstatus_to_exitcode(status))
-            """
-        let encrypted = try run("/usr/bin/python3", ["-c", driver, password], rclone)
+        let menu = [("s/q>", "s"), ("a/q>", "a"), ("password:", password), ("password:", password), ("q>", "q"), ("s/q>", "q")]
+        let encrypted = try PseudoTerminal.run("/usr/bin/env", ["rclone", "config"], answers: menu,
+                                               environment: environment.merging(rclone) { $1 })
         XCTAssertEqual(encrypted.status, 0, "\(encrypted)")
         let configuration = try String(contentsOfFile: folder + "/config/rclone.conf", encoding: .utf8)
         XCTAssertTrue(configuration.contains("RCLONE_ENCRYPT_V0:"), configuration)

@@ -15,32 +15,7 @@ import Glibc
 final class VaultAgeInteropTests: VaultTestCase {
     /// Runs `age ARGUMENTS` on a pseudo-terminal, typing `passphrase` at its prompt.
     private func ageOnTerminal(_ arguments: [String], passphrase: String) throws -> CommandResult {
-        let driver = """
-            import os, pty, select, sys, time
-            passphrase, args = sys.argv[1].encode() + b"\\n", sys.argv[2:]
-            pid, fd = pty.fork()
-            if pid == 0:
-                os.execv("/usr/bin/age", ["age"] + args)
-            seen, typed, deadline = b"", False, time.time() + 20
-            while time.time() < deadline:
-                ready, _, _ = select.select([fd], [], [], 0.5)
-                if not ready:
-                    continue
-                try:
-                    chunk = os.read(fd, 1024)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-                if not typed and b"passphrase" in seen.lower():
-                    os.write(fd, passphrase)
-                    typed = True
-            _, status = os.waitpid(pid, 0)
-            sys.stdout.write(seen.decode(errors="replace"))
-            sys.exit(os.waitstatus_to_exitcode(status))
-            """
-        return try runCommand("/usr/bin/python3", ["-c", driver, passphrase] + arguments)
+        try PseudoTerminal.run("/usr/bin/age", arguments, answers: [("passphrase", passphrase)])
     }
 
     private func requireAge() throws {

@@ -10,6 +10,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
+rm -f "$root/.build/test-summary.txt"
 bash "$root/Tools/install-deps.sh" --tests
 cd "$root"
 swift build --build-tests
@@ -26,8 +27,15 @@ set -e
 passed=$(grep -cE "^Test Case '.*' passed" "$root/.build/test-output.txt" || true)
 failed=$(grep -cE "^Test Case '.*' failed" "$root/.build/test-output.txt" || true)
 skipped=$(grep -cE "^Test Case '.*' skipped" "$root/.build/test-output.txt" || true)
-echo "tests: $passed passed, $failed failed, $skipped skipped"
-bash "$root/Tools/leftovers.sh" check "$root/.build/leftovers-before.txt" || status=1
+summary="$root/.build/test-summary.txt"
+{
+    echo "tests: $passed passed, $failed failed, $skipped skipped"
+    # Each failure's own line (file:line: error: ...), so that the end of a long log says what failed.
+    grep -E "^Test Case '.*' failed|: error: " "$root/.build/test-output.txt" | head -40 || true
+} > "$summary"
+[ "$status" -eq 0 ] || [ "$failed" -gt 0 ] || echo "swift test exited $status (a crash or a build problem: see above)" >> "$summary"
+cat "$summary"
+bash "$root/Tools/leftovers.sh" check "$root/.build/leftovers-before.txt" 2>&1 | tee -a "$summary" || status=1
 if [ "${1:-}" = "--long" ] && [ "$status" -eq 0 ]; then
     bash "$root/Tools/fuzz/run.sh" || status=1
     bash "$root/Tools/soak/soak.sh" || status=1

@@ -300,6 +300,15 @@ public struct Keychain: Sendable, Hashable {
         return names.sorted()
     }
 
+    /// The names ``items()`` lists, sorted, without the deadlines: no read of /proc/keys.
+    public func itemNames() throws(KeychainError) -> [KeyName] {
+        var names: [KeyName] = []
+        for ring in try listedRings() {
+            for (serial, info) in try userKeys(in: ring) where Self.size(of: serial) != nil { names.append(info.description) }
+        }
+        return names.sorted()
+    }
+
     /// The service's items with what the kernel knows of them, sorted by name.
     /// Expired items are skipped (and unlinked, so the kernel frees them sooner).
     public func items() throws(KeychainError) -> [KeychainItem] {

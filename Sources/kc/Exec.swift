@@ -78,99 +78,115 @@ extension KC {
             // command as the caller wrote it.
             let parsed = rawTrailingArguments(matching: command)
             let argv = command.first == "--" ? Array(parsed.dropFirst()) : parsed
-            guard !argv.isEmpty else {
-                standardError("kc: give the command to run after --; see 'kc exec --help'")
-                throw ExitStatus.usage
-            }
-            var secrets = try collectItems()
-            defer { for index in secrets.indices { secrets[index].value.overwriteWithZeros() } }
-
-            var environment = ChildEnvironment.inherited()
-            defer { environment.overwriteWithZeros() }
-            if env {
-                // By index: a copy of an item would share its value's buffer, and zeroing
-                // a shared array copies it first, leaving the value in the original.
-                for (name, index) in try environmentNames(for: secrets) {
-                    guard !secrets[index].value.contains(0) else {
-                        standardError("kc: item '\(secrets[index].name)' of '\(secrets[index].service)' contains a NUL byte and cannot be an environment variable; use --files")
-                        throw ExitStatus.failure
-                    }
-                    environment.set(name, to: secrets[index].value)
-                }
-            }
-            var directory: CredentialsDirectory? = nil
-            if files {
-                let created = try CredentialsDirectory.create(with: secrets)
-                directory = created
-                environment.set("CREDENTIALS_DIRECTORY", to: created.path.utf8)
-            }
-            // The environment and the files hold what the command needs: kc keeps no
-            // copy while it waits (runSupervised zeroes the environment once spawned).
-            for index in secrets.indices { secrets[index].value.overwriteWithZeros() }
-            let status = runSupervised(argv, environment: &environment)
-            directory?.remove()
-            switch status {
-            case .exited(let code):
-                throw ExitCode(code)
-            case .signalled(let signal):
-                // Die of the same signal, so the caller sees what the command did.
-                Glibc.signal(signal, SIG_DFL)
-                var unblocked = sigset_t()
-                sigemptyset(&unblocked)
-                sigaddset(&unblocked, signal)
-                sigprocmask(SIG_UNBLOCK, &unblocked, nil)
-                kill(getpid(), signal)
-                throw ExitCode(128 + signal)
-            case .failedToStart(let error):
-                standardError("kc: cannot run '\(String(decoding: argv[0], as: UTF8.self))': \(String(cString: strerror(error)))")
-                throw ExitCode(127)
-            }
+            try ExecRequest(services: RawArguments.exactNames(services), group: shared.group, owner: shared.owner,
+                            env: env, files: files, allowedVariables: allowedVariables, argv: argv).run()
         }
+    }
+}
 
-        private func collectItems() throws -> [PassedItem] {
-            var items: [PassedItem] = []
-            for service in try RawArguments.exactNames(services) {
-                let keychain = try shared.keychain(service)
-                let names = try reporting { () throws(KeychainError) in try keychain.allKeyNames() }
-                // Another user's service that is not shared already failed in allKeys().
-                let exists = try shared.group != nil || shared.owner != nil
-                    || reporting { () throws(KeychainError) in try keychain.serviceExists() }
-                if names.isEmpty && !exists {
-                    standardError("kc: no service '\(service)'; list the services with 'kc ls'")
-                    throw ExitStatus.notFound
-                }
-                for name in names {
-                    // An item can expire between the listing and the read: skip it.
-                    guard let value = try reporting({ () throws(KeychainError) in try keychain.data(forKey: name) }) else { continue }
-                    items.append(PassedItem(service: service, name: name, value: value))
-                }
-            }
-            return items
+/// What `kc exec` does once its arguments are read, by the parser or by ``FastPath``.
+struct ExecRequest {
+    var services: [KeyName]
+    var group: String?
+    var owner: String?
+    var env: Bool
+    var files: Bool
+    var allowedVariables: [String]
+    var argv: [[UInt8]]
+
+    func run() throws {
+        guard !argv.isEmpty else {
+            standardError("kc: give the command to run after --; see 'kc exec --help'")
+            throw ExitStatus.usage
         }
+        var secrets = try collectItems()
+        defer { for index in secrets.indices { secrets[index].value.overwriteWithZeros() } }
 
-        /// Each item's variable name, with the item's index; refuses two items of one
-        /// name, and a dangerous name the caller did not allow.
-        private func environmentNames(for items: [PassedItem]) throws -> [(String, Int)] {
-            var byName: [String: Int] = [:]
-            var ordered: [(String, Int)] = []
-            for (index, item) in items.enumerated() {
-                let name = environmentName(for: item.name)
-                if let earlier = byName[name].map({ items[$0] }) {
-                    standardError("kc: items '\(earlier.service)/\(earlier.name)' and '\(item.service)/\(item.name)' both become $\(name); rename one, or use --files")
+        var environment = ChildEnvironment.inherited()
+        defer { environment.overwriteWithZeros() }
+        if env {
+            // By index: a copy of an item would share its value's buffer, and zeroing
+            // a shared array copies it first, leaving the value in the original.
+            for (name, index) in try environmentNames(for: secrets) {
+                guard !secrets[index].value.contains(0) else {
+                    standardError("kc: item '\(secrets[index].name)' of '\(secrets[index].service)' contains a NUL byte and cannot be an environment variable; use --files")
                     throw ExitStatus.failure
                 }
-                if DangerousVariables.contains(name) && !allowedVariables.contains(name) {
-                    let remedy = shared.group == nil && shared.owner == nil
-                        ? "rename the item, use --files, or pass --allow-env \(name) if you mean it"
-                        : "ask its owner to rename the item, or use --files"
-                    standardError("kc: item '\(item.name)' of '\(item.service)' would become $\(name), which changes what programs load, run or trust; \(remedy)")
-                    throw ExitStatus.failure
-                }
-                byName[name] = index
-                ordered.append((name, index))
+                environment.set(name, to: secrets[index].value)
             }
-            return ordered
         }
+        var directory: CredentialsDirectory? = nil
+        if files {
+            let created = try CredentialsDirectory.create(with: secrets)
+            directory = created
+            environment.set("CREDENTIALS_DIRECTORY", to: created.path.utf8)
+        }
+        // The environment and the files hold what the command needs: kc keeps no
+        // copy while it waits (runSupervised zeroes the environment once spawned).
+        for index in secrets.indices { secrets[index].value.overwriteWithZeros() }
+        let status = runSupervised(argv, environment: &environment)
+        directory?.remove()
+        switch status {
+        case .exited(let code):
+            throw ExitCode(code)
+        case .signalled(let signal):
+            // Die of the same signal, so the caller sees what the command did.
+            Glibc.signal(signal, SIG_DFL)
+            var unblocked = sigset_t()
+            sigemptyset(&unblocked)
+            sigaddset(&unblocked, signal)
+            sigprocmask(SIG_UNBLOCK, &unblocked, nil)
+            kill(getpid(), signal)
+            throw ExitCode(128 + signal)
+        case .failedToStart(let error):
+            standardError("kc: cannot run '\(String(decoding: argv[0], as: UTF8.self))': \(String(cString: strerror(error)))")
+            throw ExitCode(127)
+        }
+    }
+
+    private func collectItems() throws -> [PassedItem] {
+        var items: [PassedItem] = []
+        for service in services {
+            let keychain = try openKeychain(service, group: group, owner: owner)
+            let names = try reporting { () throws(KeychainError) in try keychain.allKeyNames() }
+            // Another user's service that is not shared already failed in allKeys().
+            let exists = try group != nil || owner != nil
+                || reporting { () throws(KeychainError) in try keychain.serviceExists() }
+            if names.isEmpty && !exists {
+                standardError("kc: no service '\(service)'; list the services with 'kc ls'")
+                throw ExitStatus.notFound
+            }
+            for name in names {
+                // An item can expire between the listing and the read: skip it.
+                guard let value = try reporting({ () throws(KeychainError) in try keychain.data(forKey: name) }) else { continue }
+                items.append(PassedItem(service: service, name: name, value: value))
+            }
+        }
+        return items
+    }
+
+    /// Each item's variable name, with the item's index; refuses two items of one
+    /// name, and a dangerous name the caller did not allow.
+    private func environmentNames(for items: [PassedItem]) throws -> [(String, Int)] {
+        var byName: [String: Int] = [:]
+        var ordered: [(String, Int)] = []
+        for (index, item) in items.enumerated() {
+            let name = environmentName(for: item.name)
+            if let earlier = byName[name].map({ items[$0] }) {
+                standardError("kc: items '\(earlier.service)/\(earlier.name)' and '\(item.service)/\(item.name)' both become $\(name); rename one, or use --files")
+                throw ExitStatus.failure
+            }
+            if DangerousVariables.contains(name) && !allowedVariables.contains(name) {
+                let remedy = group == nil && owner == nil
+                    ? "rename the item, use --files, or pass --allow-env \(name) if you mean it"
+                    : "ask its owner to rename the item, or use --files"
+                standardError("kc: item '\(item.name)' of '\(item.service)' would become $\(name), which changes what programs load, run or trust; \(remedy)")
+                throw ExitStatus.failure
+            }
+            byName[name] = index
+            ordered.append((name, index))
+        }
+        return ordered
     }
 }
 

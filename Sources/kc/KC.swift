@@ -9,7 +9,8 @@ import Musl
 #endif
 
 /// The `kc` command: a root that only configures; each subcommand lives in its own file.
-@main
+/// (Started from main.swift rather than `@main`, whose entry point also sets up the
+/// concurrency runtime's main executor: four page faults more for every `kc get`.)
 struct KC: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kc",
@@ -34,52 +35,32 @@ struct KC: ParsableCommand {
             if strcmp(name, "git-credential-kc") == 0 { GitCredentialHelper.main() }
             if strcmp(name, "docker-credential-kc") == 0 { DockerCredentialHelper.main() }
         }
-        // `kc get SERVICE KEY` is the call programs make in a loop, and it should cost
-        // what C's `keyctl pipe` costs. Parsing with ArgumentParser reflects over the
-        // command types, and the Swift runtime's first conformance lookups scan every
-        // conformance record in this static binary: about 2 ms, more than the rest of the
-        // process together (docs/BENCHMARKS.md). So the plain forms skip the parser and
-        // call the same function the parsed `Get` command runs (see ``FastGet``).
-        if let request = FastGet.fromCommandLine() {
-            runFastGet(request)
-        }
+        // The commands scripts call in a loop, in their plain spellings, skip the
+        // parser (see ``FastPath``); it returns for anything else.
+        FastPath.runIfPlain()
         do {
             var command = try parseAsRoot()
             try command.run()
-        } catch let exit as ExitCode {
-            Glibc.exit(exit.rawValue)
+            Glibc.exit(0)
         } catch {
-            let code = exitCode(for: error)
-            guard code != .success else { self.exit(withError: error) }
-            // A check in validate() that already printed its line throws a bare ExitCode.
-            if var message = fullMessage(for: error).split(separator: "\n").first.map(String.init) {
-                if message.hasPrefix("Error: ") { message.removeFirst(7) }
-                if message.hasSuffix(".") { message.removeLast() }
-                standardError("kc: \(message); see 'kc --help'")
-            }
-            Glibc.exit(code.rawValue)
+            exit(after: error)
         }
+    }
+
+    /// Exits as DESIGN §5 says after a command threw `error`: an ExitCode as it is, a
+    /// parse or validation error as one `kc: ` line and 64; help and --version print.
+    static func exit(after error: any Error) -> Never {
+        if let exit = error as? ExitCode { Glibc.exit(exit.rawValue) }
+        let code = exitCode(for: error)
+        guard code != .success else { self.exit(withError: error) }
+        // A check in validate() that already printed its line throws a bare ExitCode.
+        if var message = fullMessage(for: error).split(separator: "\n").first.map(String.init) {
+            if message.hasPrefix("Error: ") { message.removeFirst(7) }
+            if message.hasSuffix(".") { message.removeLast() }
+            standardError("kc: \(message); see 'kc --help'")
+        }
+        Glibc.exit(code.rawValue)
     }
 }
 
 let kcVersion = "0.1.0"
-
-/// The unparsed `kc get`: exits with DESIGN §5's status.
-private func runFastGet(_ request: FastGet) -> Never {
-    do {
-        let service = KeyName(cString: request.service), key = KeyName(cString: request.key)
-        try validateArgument(service, as: .service)
-        try validateArgument(key, as: .item)
-        let group = request.group.map { String(cString: $0) }, owner = request.owner.map { String(cString: $0) }
-        let keychain = try reporting { () throws(KeychainError) in
-            try Keychain(service: service, accessGroup: group, owner: owner)
-        }
-        let options = (group.map { "--group \($0) " } ?? "") + (owner.map { "--from \($0) " } ?? "")
-        try printValue(keychain: keychain, key: key, options: options, quiet: request.quiet)
-        Glibc.exit(0)
-    } catch let code as ExitCode {
-        Glibc.exit(code.rawValue)
-    } catch {
-        Glibc.exit(ExitStatus.failure.rawValue)
-    }
-}

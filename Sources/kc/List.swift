@@ -56,14 +56,13 @@ extension KC {
                 return try listShared()
             }
             guard let service else {
-                let services = try reporting { () throws(KeychainError) in try Keychain.services() }
-                if json { return try printJSON(ServiceList(services)) }
-                var output = OutputLines()
-                for name in services { output.add(name) }
-                output.write()
-                return
+                guard json else { return try listServiceNames() }
+                return try printJSON(ServiceList(try reporting { () throws(KeychainError) in try Keychain.services() }))
             }
             let serviceName = try RawArguments.exactNames([service])[0]
+            if !long && !json {
+                return try listItemNames(service: serviceName, group: sharedService.group, owner: sharedService.owner)
+            }
             let keychain = try sharedService.keychain(serviceName)
             let items = try reporting { () throws(KeychainError) in try keychain.items() }
             let exists = try keychain.accessGroup != nil || keychain.owner != nil
@@ -98,6 +97,30 @@ extension KC {
             }
         }
     }
+}
+
+/// Plain `kc ls`: one service name per line (by the parser or by ``FastPath``).
+func listServiceNames() throws {
+    let services = try reporting { () throws(KeychainError) in try Keychain.services() }
+    var output = OutputLines()
+    for name in services { output.add(name) }
+    output.write()
+}
+
+/// Plain `kc ls SERVICE`: one item name per line, without the /proc/keys read that
+/// only --long's time left needs.
+func listItemNames(service: KeyName, group: String?, owner: String?) throws {
+    let keychain = try openKeychain(service, group: group, owner: owner)
+    let names = try reporting { () throws(KeychainError) in try keychain.itemNames() }
+    let exists = try keychain.accessGroup != nil || keychain.owner != nil
+        || reporting { () throws(KeychainError) in try keychain.serviceExists() }
+    if names.isEmpty && !exists {
+        standardError("kc: no service '\(service)'; list the services with 'kc ls'")
+        throw ExitStatus.notFound
+    }
+    var output = OutputLines()
+    for name in names { output.add(name) }
+    output.write()
 }
 
 struct SharedList: Encodable {

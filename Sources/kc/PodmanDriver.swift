@@ -47,9 +47,8 @@ extension KC {
         }
 
         func run() throws {
-            let keychain = try reporting { () throws(KeychainError) in
-                try Keychain(service: service, accessibility: Accessibility(level: level, thisDeviceOnly: false))
-            }
+            if action == .lookup { return try podmanLookup(service: service, level: level) }
+            let keychain = try podmanKeychain(service: service, level: level)
             guard let action else {
                 if containersConf { return print(containersConfiguration()) }
                 return print(driverOptions())
@@ -58,14 +57,7 @@ extension KC {
             case .list:
                 for name in try reporting({ () throws(KeychainError) in try keychain.allKeys() }) { print(name) }
             case .lookup:
-                let id = try secretID()
-                let written = try reporting { () throws(KeychainError) in
-                    try keychain.withBytes(forKey: id) { writeAll(fd: 1, $0) }
-                }
-                if written == nil {
-                    standardError("kc: podman secret \(id) is not in the keychain (service '\(service)'): it was lost at a reboot or expired, or removed; create it again, or 'podman secret rm' it")
-                    throw ExitStatus.notFound
-                }
+                break  // above
             case .store:
                 let id = try secretID()
                 guard var value = readStandardInput(limit: KeychainError.maximumValueSize) else {
@@ -81,14 +73,7 @@ extension KC {
             }
         }
 
-        private func secretID() throws -> String {
-            guard let id = getenv("SECRET_ID").map({ String(cString: $0) }), !id.isEmpty else {
-                standardError("kc: SECRET_ID is not set; podman sets it when it runs this driver")
-                throw ExitStatus.usage
-            }
-            try validateArgument(id, as: .item)
-            return id
-        }
+        private func secretID() throws -> String { try podmanSecretID() }
 
         /// For ~/.config/containers/containers.conf.d/kc.conf (or /etc/containers/...).
         private func containersConfiguration() -> String {
@@ -113,6 +98,37 @@ extension KC {
             return command
         }
     }
+}
+
+/// The keychain holding podman's secrets.
+private func podmanKeychain(service: String, level: Accessibility.Level) throws -> Keychain {
+    try reporting { () throws(KeychainError) in
+        try Keychain(service: service, accessibility: Accessibility(level: level, thisDeviceOnly: false))
+    }
+}
+
+/// `kc podman-driver lookup`, which podman runs for every container that uses a
+/// secret (by the parser or by ``FastPath``).
+func podmanLookup(service: String, level: Accessibility.Level) throws {
+    let keychain = try podmanKeychain(service: service, level: level)
+    let id = try podmanSecretID()
+    let written = try reporting { () throws(KeychainError) in
+        try keychain.withBytes(forKey: id) { writeAll(fd: 1, $0) }
+    }
+    if written == nil {
+        standardError("kc: podman secret \(id) is not in the keychain (service '\(service)'): it was lost at a reboot or expired, or removed; create it again, or 'podman secret rm' it")
+        throw ExitStatus.notFound
+    }
+}
+
+/// The secret podman asks about, from $SECRET_ID.
+private func podmanSecretID() throws -> String {
+    guard let id = getenv("SECRET_ID").map({ String(cString: $0) }), !id.isEmpty else {
+        standardError("kc: SECRET_ID is not set; podman sets it when it runs this driver")
+        throw ExitStatus.usage
+    }
+    try validateArgument(id, as: .item)
+    return id
 }
 
 /// `text` as one word for /bin/sh: in single quotes, each ' written as '\''.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import KernelKeychain
+import Keyrings
 
 extension KC {
     struct Remove: ParsableCommand {
@@ -17,13 +18,17 @@ extension KC {
         }
 
         func run() throws {
-            let (service, key) = (try item.serviceName, try item.keyName)
-            let keychain = try shared.keychain(service)
-            let removed = try reporting { () throws(KeychainError) in try keychain.remove(key) }
-            if !removed {
-                standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(shared.commandLine)\(service)'")
-                throw ExitStatus.notFound
-            }
+            try removeItem(service: item.serviceName, key: item.keyName, group: shared.group, owner: shared.owner)
         }
+    }
+}
+
+/// What `kc rm` does once its arguments are read, by the parser or by ``FastPath``.
+func removeItem(service: KeyName, key: KeyName, group: String?, owner: String?) throws {
+    let keychain = try openKeychain(service, group: group, owner: owner)
+    let removed = try reporting { () throws(KeychainError) in try keychain.remove(key) }
+    if !removed {
+        standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(sharedOptionsHint(group: group, owner: owner))\(service)'")
+        throw ExitStatus.notFound
     }
 }

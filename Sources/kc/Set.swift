@@ -60,36 +60,53 @@ extension KC {
         }
 
         func run() throws {
-            // Group and owner are checked before the value is asked for.
-            let keychain = try shared.keychain(
-                item.serviceName, accessibility: Accessibility(level: level, thisDeviceOnly: thisDeviceOnly),
-                timeout: timeout, groupWritable: groupWritable).ephemeral(ephemeral)
-            var value = try readValue()
-            defer { value.overwriteWithZeros() }
-            let key = try item.keyName
-            try reporting { () throws(KeychainError) in try keychain.set(value, forKey: key) }
-            let service = try item.serviceName
-            if level == .always && !ephemeral, let vault = try? Vault.atDefaultLocation(), vault.exists, !HostKey.exists {
-                standardError("kc: note: without a host key (sudo kc vault host-init) always items come back after a reboot at your first 'kc unlock', not at boot")
-            }
-            let ownShared = { (try? Keychain(service: service).sharing()) != nil }
-            if keychain.accessGroup != nil && level == .whenUnlocked && ownShared() {
-                standardError("kc: note: '\(service)' is shared from this login session's keyring (when-unlocked): the group loses it when the session ends; store it with --access after-first-unlock to keep it while you are logged in anywhere")
-            }
+            try StoreRequest(service: item.serviceName, key: item.keyName,
+                             accessibility: Accessibility(level: level, thisDeviceOnly: thisDeviceOnly),
+                             ephemeral: ephemeral, timeout: timeout, group: shared.group, owner: shared.owner,
+                             groupWritable: groupWritable).run()
         }
+    }
+}
 
-        private func readValue() throws -> [UInt8] {
-            if standardInputIsTerminal {
-                return try askAtTerminal(prompt: "Value for \(try item.serviceName)/\(try item.keyName): ", confirm: true,
-                                         missing: "no value entered; type it at the prompt or pipe it on standard input",
-                                         mismatch: "the two entries differ; nothing was stored, try again")
-            }
-            guard let value = readStandardInput(limit: KeychainError.maximumValueSize) else {
-                standardError("kc: cannot read standard input; pipe the value in, e.g. printf '%s' \"$V\" | kc set SERVICE KEY")
-                throw ExitStatus.failure
-            }
-            return value
+/// What `kc set` does once its arguments are read, by the parser or by ``FastPath``.
+struct StoreRequest {
+    var service: KeyName
+    var key: KeyName
+    var accessibility: Accessibility
+    var ephemeral = false
+    var timeout: Duration?
+    var group: String?
+    var owner: String?
+    var groupWritable = false
+
+    func run() throws {
+        // Group and owner are checked before the value is asked for.
+        let keychain = try openKeychain(service, accessibility: accessibility, timeout: timeout,
+                                        group: group, owner: owner, groupWritable: groupWritable).ephemeral(ephemeral)
+        var value = try readValue()
+        defer { value.overwriteWithZeros() }
+        try reporting { () throws(KeychainError) in try keychain.set(value, forKey: key) }
+        if accessibility.level == .always && !ephemeral, let vault = try? Vault.atDefaultLocation(), vault.exists, !HostKey.exists {
+            standardError("kc: note: without a host key (sudo kc vault host-init) always items come back after a reboot at your first 'kc unlock', not at boot")
         }
+        let service = self.service
+        let ownShared = { (try? Keychain(service: service).sharing()) != nil }
+        if keychain.accessGroup != nil && accessibility.level == .whenUnlocked && ownShared() {
+            standardError("kc: note: '\(service)' is shared from this login session's keyring (when-unlocked): the group loses it when the session ends; store it with --access after-first-unlock to keep it while you are logged in anywhere")
+        }
+    }
+
+    private func readValue() throws -> [UInt8] {
+        if standardInputIsTerminal {
+            return try askAtTerminal(prompt: "Value for \(service)/\(key): ", confirm: true,
+                                     missing: "no value entered; type it at the prompt or pipe it on standard input",
+                                     mismatch: "the two entries differ; nothing was stored, try again")
+        }
+        guard let value = readStandardInput(limit: KeychainError.maximumValueSize) else {
+            standardError("kc: cannot read standard input; pipe the value in, e.g. printf '%s' \"$V\" | kc set SERVICE KEY")
+            throw ExitStatus.failure
+        }
+        return value
     }
 }
 

@@ -14,17 +14,28 @@ struct SharedServiceOptions: ParsableArguments {
     var owner: String?
 
     /// The options as typed, for hints: `--group G ` and/or `--from U `.
-    var commandLine: String {
-        (group.map { "--group \($0) " } ?? "") + (owner.map { "--from \($0) " } ?? "")
-    }
+    var commandLine: String { sharedOptionsHint(group: group, owner: owner) }
 
     /// The keychain these options name for `service`.
     func keychain(
         _ service: some KeyNameConvertible, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil, groupWritable: Bool = false
     ) throws(ExitCode) -> Keychain {
-        try reporting { () throws(KeychainError) in
-            try Keychain(service: service, accessibility: accessibility, timeout: timeout,
-                         accessGroup: group, owner: owner, groupWritable: groupWritable)
-        }
+        try openKeychain(service, accessibility: accessibility, timeout: timeout, group: group, owner: owner, groupWritable: groupWritable)
+    }
+}
+
+/// `--group G ` and/or `--from U `, as typed, for hints.
+func sharedOptionsHint(group: String?, owner: String?) -> String {
+    (group.map { "--group \($0) " } ?? "") + (owner.map { "--from \($0) " } ?? "")
+}
+
+/// The keychain that `--group`/`--from` name for `service` (both nil: the caller's own).
+func openKeychain(
+    _ service: some KeyNameConvertible, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil,
+    group: String?, owner: String?, groupWritable: Bool = false
+) throws(ExitCode) -> Keychain {
+    try reporting { () throws(KeychainError) in
+        try Keychain(service: service, accessibility: accessibility, timeout: timeout,
+                     accessGroup: group, owner: owner, groupWritable: groupWritable)
     }
 }

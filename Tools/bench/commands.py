@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-kc, rounds = sys.argv[1], int(sys.argv[2])
+kc, rounds = os.path.abspath(sys.argv[1]), int(sys.argv[2])
 keyctl = shutil.which("keyctl")
 folder = tempfile.mkdtemp(prefix="kc-bench-commands.")
 devnull = os.open("/dev/null", os.O_RDWR)

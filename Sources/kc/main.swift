@@ -1,0 +1,2 @@
+// The entry point (see KC).
+KC.main()

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Side-by-side speed of kc against its C floor, in one run (docs/BENCHMARKS.md):
-#   1. a Keychain read in-process vs the raw libkeyutils search+search+read (raw_read.c),
-#      with 1, 10, 100 and 1000 services and with 1000 items in one service;
-#   2. `kc get` as a whole process vs `keyctl pipe` of the same key (hyperfine), and
-#      every command a script calls in a loop vs its keyctl peer (commands.py);
-#   3. the mount: `cat` and an open+read+close loop against tmpfs and a minimal C libfuse
-#      filesystem, `ls -l` of 1000 items against tmpfs, the daemon's memory.
-# Runs in a fresh session keyring and removes what it made.
+# Issue 17's benchmark: every command a script calls in a loop against the keyctl (or
+# plain) command doing the same kernel work, `kc get` against a static C program, the
+# same at 1 to 1000 services and with 1000 items in one service, the mount against a
+# minimal C libfuse filesystem with the same cache policy, and peak memory; one table
+# of kc, peer and ratio, measured in one run (Tools/bench/table.py; docs/BENCHMARKS.md).
+#   ROUNDS       whole-process rounds per row (default 200)
+#   ITERATIONS   reads per in-process or open+read+close loop (default 20000)
+#   LOOP_ROUNDS  such loops per row (default 5)
+# Runs in a fresh session keyring, as the caller, and removes what it made.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out="$root/Tools/bench/out"
@@ -18,16 +19,11 @@ swift build -c release --package-path "$root" --product kc >&2
 swift build -c release --package-path "$root" --product kc-mountd >&2
 swift build -c release --package-path "$root/Tools/bench" >&2
 cc -O2 -o "$out/raw_read" "$root/Tools/bench/raw_read.c" -lkeyutils
+cc -O2 -static -o "$out/raw_get" "$root/Tools/bench/raw_get.c" -lkeyutils
 cc -O2 -o "$out/minimal_fuse" "$root/Tools/bench/minimal_fuse.c" $(pkg-config --cflags --libs fuse3)
 cc -O2 -o "$out/open_read_loop" "$root/Tools/bench/open_read_loop.c"
+cc -O2 -static -o "$out/peak_rss" "$root/Tools/bench/peak_rss.c"
 
 KC="$root/.build/release/kc" BENCH="$root/Tools/bench/.build/release/keychain-bench" RAW="$out/raw_read" \
-    OUT="$out" ITERATIONS="${ITERATIONS:-20000}" ROUNDS="${ROUNDS:-5}" \
-    keyctl session - bash "$root/Tools/bench/measure.sh"
-echo
-echo "## Every command a script calls in a loop, against keyctl (alternately, ${COMMAND_ROUNDS:-200} rounds)"
-keyctl session - python3 "$root/Tools/bench/commands.py" "$root/.build/release/kc" "${COMMAND_ROUNDS:-200}"
-echo
-KC="$root/.build/release/kc" BENCH="$root/Tools/bench/.build/release/keychain-bench" MINIMAL="$out/minimal_fuse" \
-    LOOP="$out/open_read_loop" OUT="$out" ITERATIONS="${ITERATIONS:-20000}" ROUNDS="${ROUNDS:-5}" \
-    keyctl session - bash "$root/Tools/bench/measure_fuse.sh"
+    RAW_GET="$out/raw_get" MINIMAL="$out/minimal_fuse" LOOP="$out/open_read_loop" PEAK_RSS="$out/peak_rss" \
+    keyctl session - python3 "$root/Tools/bench/table.py"

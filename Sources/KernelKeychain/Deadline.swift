@@ -130,10 +130,24 @@ internal enum DeadlineRecords {
         return result
     }
 
-    /// One item's deadline, reading /proc/keys.
+    /// One item's deadline, reading /proc/keys: only its own line is parsed (the file
+    /// lists every key the caller can view, and parsing them all cost more than the
+    /// rest of `git-credential-kc get`).
     static func deadline(of item: KeySerial) -> Deadline? {
-        guard let shown = shownExpiries()[item] else { return nil }
-        return deadline(of: item, shown: shown)
+        guard let bytes = readProcBytes("/proc/keys") else { return nil }
+        let hex = String(UInt32(bitPattern: item.rawValue), radix: 16)
+        let prefix = Array((String(repeating: "0", count: max(0, 8 - hex.count)) + hex + " ").utf8)
+        var start = 0
+        while start < bytes.count {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
+            if end - start > prefix.count, bytes[start..<start + prefix.count].elementsEqual(prefix) {
+                let line = String(decoding: bytes[start..<end], as: UTF8.self)
+                guard let shown = ProcKeysEntry(parsing: Substring(line))?.expiry else { return nil }
+                return deadline(of: item, shown: shown)
+            }
+            start = end + 1
+        }
+        return nil
     }
 }
 

@@ -61,7 +61,7 @@ extension KC {
             // The passthrough argument takes a `--help` that comes before `--` too.
             if command.first == "--help" || command.first == "-h" { throw CleanExit.helpRequest(self) }
             guard !services.isEmpty else { throw ValidationError("name at least one --service") }
-            for service in try RawArguments.exactNames(services) { try validateArgument(service, as: .service) }
+            for service in try RawArguments.exactNames(services, ignoringLast: command.count) { try validateArgument(service, as: .service) }
             guard env || files else { throw ValidationError("choose --env, --files or both") }
             if let allowed = allowedVariables.first {
                 guard env else { throw ValidationError("--allow-env applies to --env") }
@@ -78,7 +78,7 @@ extension KC {
             // command as the caller wrote it.
             let parsed = rawTrailingArguments(matching: command)
             let argv = command.first == "--" ? Array(parsed.dropFirst()) : parsed
-            try ExecRequest(services: RawArguments.exactNames(services), group: shared.group, owner: shared.owner,
+            try ExecRequest(services: RawArguments.exactNames(services, ignoringLast: command.count), group: shared.group, owner: shared.owner,
                             env: env, files: files, allowedVariables: allowedVariables, argv: argv).run()
         }
     }

@@ -45,7 +45,8 @@ extension KC {
         var json = false
 
         func validate() throws {
-            if let service { try validateArgument(service, as: .service) }
+            // The exact bytes, as run() uses them (a byte that is not UTF-8 is one byte).
+            if let service { try validateArgument(RawArguments.exactNames([service])[0], as: .service) }
         }
 
         func run() throws {

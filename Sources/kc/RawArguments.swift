@@ -11,11 +11,13 @@ import Keyrings
 /// take them in argv order, provided there are as many entries as names; otherwise
 /// which is which cannot be told, and the command refuses rather than guess.
 enum RawArguments {
-    static func exactNames(_ parsed: [String]) throws -> [KeyName] {
+    /// `ignoringLast`: how many entries at the end of argv are not kc's own (the
+    /// command `kc exec` runs), and so never the name asked for.
+    static func exactNames(_ parsed: [String], ignoringLast: Int = 0) throws -> [KeyName] {
         var names = parsed.map { KeyName($0) }
         let needingBytes = Set(parsed.filter { $0.unicodeScalars.contains("\u{FFFD}") })
         guard !needingBytes.isEmpty else { return names }
-        let entries = argvEntries()
+        let entries = argvEntries().dropLast(ignoringLast)
         for text in needingBytes {
             let candidates = entries.filter { String(decoding: $0.bytes, as: UTF8.self) == text }
             let positions = parsed.indices.filter { parsed[$0] == text }

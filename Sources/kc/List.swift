@@ -66,12 +66,7 @@ extension KC {
             }
             let keychain = try sharedService.keychain(serviceName)
             let items = try reporting { () throws(KeychainError) in try keychain.items() }
-            let exists = try keychain.accessGroup != nil || keychain.owner != nil
-                || reporting { () throws(KeychainError) in try keychain.serviceExists() }
-            if items.isEmpty && !exists {
-                standardError("kc: no service '\(serviceName)'; list the services with 'kc ls'")
-                throw ExitStatus.notFound
-            }
+            if items.isEmpty { try requireService(keychain, named: serviceName) }
             if json {
                 return try printJSON(ItemList(service: serviceName, items: items.map(ItemEntry.init)))
             }
@@ -113,15 +108,21 @@ func listServiceNames() throws {
 func listItemNames(service: KeyName, group: String?, owner: String?) throws {
     let keychain = try openKeychain(service, group: group, owner: owner)
     let names = try reporting { () throws(KeychainError) in try keychain.itemNames() }
-    let exists = try keychain.accessGroup != nil || keychain.owner != nil
-        || reporting { () throws(KeychainError) in try keychain.serviceExists() }
-    if names.isEmpty && !exists {
-        standardError("kc: no service '\(service)'; list the services with 'kc ls'")
-        throw ExitStatus.notFound
-    }
+    if names.isEmpty { try requireService(keychain, named: service) }
     var output = OutputLines()
     for name in names { output.add(name) }
     output.write()
+}
+
+/// A service with no items lists nothing; one that does not exist is an error (exit 1).
+/// Another user's shared service exists if it was reached at all.
+private func requireService(_ keychain: Keychain, named service: KeyName) throws {
+    let exists = try keychain.accessGroup != nil || keychain.owner != nil
+        || reporting { () throws(KeychainError) in try keychain.serviceExists() }
+    guard exists else {
+        standardError("kc: no service '\(service)'; list the services with 'kc ls'")
+        throw ExitStatus.notFound
+    }
 }
 
 struct SharedList: Encodable {

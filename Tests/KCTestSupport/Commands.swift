@@ -28,6 +28,13 @@ public func runCommand(_ executable: String, _ arguments: [String], input: [UInt
     try process.run()
     // Write and read on separate threads so a large value cannot deadlock the pipes.
     let writer = Thread {
+        // A program may exit before it reads its input (kc refuses a bad name first):
+        // the write then fails with EPIPE. SIGPIPE is blocked in this thread only, so
+        // it cannot end the test process, and the programs it starts keep the default.
+        var broken = sigset_t()
+        sigemptyset(&broken)
+        sigaddset(&broken, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &broken, nil)
         if !input.isEmpty { try? stdin.fileHandleForWriting.write(contentsOf: Data(input)) }
         try? stdin.fileHandleForWriting.close()
     }

@@ -139,7 +139,7 @@ enum FastPath {
         let name = line.value(service) ?? "podman"
         finish {
             try validateArgument(name, as: .service)
-            try podmanLookup(service: name, level: level)
+            try podmanLookup(in: podmanKeychain(service: name, level: level), service: name)
         }
     }
 

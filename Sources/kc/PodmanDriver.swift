@@ -47,7 +47,6 @@ extension KC {
         }
 
         func run() throws {
-            if action == .lookup { return try podmanLookup(service: service, level: level) }
             let keychain = try podmanKeychain(service: service, level: level)
             guard let action else {
                 if containersConf { return print(containersConfiguration()) }
@@ -57,7 +56,7 @@ extension KC {
             case .list:
                 for name in try reporting({ () throws(KeychainError) in try keychain.allKeys() }) { print(name) }
             case .lookup:
-                break  // above
+                try podmanLookup(in: keychain, service: service)
             case .store:
                 let id = try secretID()
                 guard var value = readStandardInput(limit: KeychainError.maximumValueSize) else {
@@ -101,7 +100,7 @@ extension KC {
 }
 
 /// The keychain holding podman's secrets.
-private func podmanKeychain(service: String, level: Accessibility.Level) throws -> Keychain {
+func podmanKeychain(service: String, level: Accessibility.Level) throws -> Keychain {
     try reporting { () throws(KeychainError) in
         try Keychain(service: service, accessibility: Accessibility(level: level, thisDeviceOnly: false))
     }
@@ -109,8 +108,7 @@ private func podmanKeychain(service: String, level: Accessibility.Level) throws 
 
 /// `kc podman-driver lookup`, which podman runs for every container that uses a
 /// secret (by the parser or by ``FastPath``).
-func podmanLookup(service: String, level: Accessibility.Level) throws {
-    let keychain = try podmanKeychain(service: service, level: level)
+func podmanLookup(in keychain: Keychain, service: String) throws {
     let id = try podmanSecretID()
     let written = try reporting { () throws(KeychainError) in
         try keychain.withBytes(forKey: id) { writeAll(fd: 1, $0) }

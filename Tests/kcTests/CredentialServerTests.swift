@@ -239,6 +239,15 @@ final class CredentialServerTests: KeyringTestCase {
 
     /// Runs `kc credential-server` expecting it to refuse: its status and standard
     /// error, or a failure (and a kill) if it is still serving after 10 s.
+    /// Starts a server that must refuse to start: exit 2 and a first line beginning
+    /// with `message`.
+    private func assertServerRefuses(_ arguments: [String], socket: String? = nil, saying message: String,
+                                     file: StaticString = #filePath, line: UInt = #line) throws {
+        let result = try refusedServer(arguments, socket: socket)
+        XCTAssertEqual(result.status, 2, result.standardError, file: file, line: line)
+        XCTAssertTrue(result.standardError.hasPrefix(message), result.standardError, file: file, line: line)
+    }
+
     private func refusedServer(_ arguments: [String], socket: String? = nil) throws -> (status: Int32, standardError: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: builtKC)
@@ -263,9 +272,7 @@ final class CredentialServerTests: KeyringTestCase {
         // Anyone could rename the socket away and listen in its place, and the units
         // would load the impostor's values.
         chmod(directory, 0o777)
-        let result = try refusedServer(["--service", service])
-        XCTAssertEqual(result.status, 2, result.standardError)
-        XCTAssertTrue(result.standardError.hasPrefix("kc: \(directory!) is writable by its group or by others"), result.standardError)
+        try assertServerRefuses(["--service", service], saying: "kc: \(directory!) is writable by its group or by others")
         XCTAssertFalse(FileManager.default.fileExists(atPath: socketPath))
     }
 
@@ -275,18 +282,16 @@ final class CredentialServerTests: KeyringTestCase {
         // kc would make `sub` 0700, but whoever may write its parent may rename it away
         // and put a directory of their own in its place.
         chmod(directory, 0o777)
-        let result = try refusedServer(["--service", service], socket: directory + "/sub/credentials.sock")
-        XCTAssertEqual(result.status, 2, result.standardError)
-        XCTAssertTrue(result.standardError.hasPrefix("kc: \(directory!) is writable by its group or by others"), result.standardError)
+        try assertServerRefuses(["--service", service], socket: directory + "/sub/credentials.sock",
+                                saying: "kc: \(directory!) is writable by its group or by others")
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/sub"), "nothing is left behind")
         // A link to a safe place, from a place others can change, is no safer.
         let safe = directory + "-safe"
         try FileManager.default.createDirectory(atPath: safe, withIntermediateDirectories: false)
         defer { try? FileManager.default.removeItem(atPath: safe) }
         try FileManager.default.createSymbolicLink(atPath: directory + "/link", withDestinationPath: safe)
-        let linked = try refusedServer(["--service", service], socket: directory + "/link/credentials.sock")
-        XCTAssertEqual(linked.status, 2, linked.standardError)
-        XCTAssertTrue(linked.standardError.hasPrefix("kc: \(directory!) is writable by its group or by others"), linked.standardError)
+        try assertServerRefuses(["--service", service], socket: directory + "/link/credentials.sock",
+                                saying: "kc: \(directory!) is writable by its group or by others")
         XCTAssertFalse(FileManager.default.fileExists(atPath: safe + "/credentials.sock"))
     }
 
@@ -297,9 +302,7 @@ final class CredentialServerTests: KeyringTestCase {
         let uid = try XCTUnwrap(UInt32(try runCommand("/usr/bin/id", ["-u", UnprivilegedUser.name]).output.trimmingCharacters(in: .whitespacesAndNewlines)))
         XCTAssertEqual(chown(directory, uid, gid_t(bitPattern: -1)), 0)
         chmod(directory, 0o755)
-        let result = try refusedServer(["--service", service])
-        XCTAssertEqual(result.status, 2, result.standardError)
-        XCTAssertTrue(result.standardError.hasPrefix("kc: \(directory!) belongs to uid \(uid)"), result.standardError)
+        try assertServerRefuses(["--service", service], saying: "kc: \(directory!) belongs to uid \(uid)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: socketPath))
     }
 

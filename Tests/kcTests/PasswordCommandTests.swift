@@ -111,15 +111,21 @@ final class PasswordCommandTests: KeyringTestCase {
         XCTAssertTrue(missing.standardError.contains("password command failed"), "\(missing)")
     }
 
+    /// Puts the repository's `use kc` (Integrations/direnv/use_kc.sh) where direnv
+    /// reads its rc in this test's XDG_CONFIG_HOME.
+    private func installUseKc() throws {
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Integrations/direnv/use_kc.sh").path
+        try FileManager.default.createDirectory(atPath: folder + "/config/direnv", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: source, toPath: folder + "/config/direnv/direnvrc")
+    }
+
     /// `use kc SERVICE` exports what someone else may have named: an item `path` or
     /// `ld.preload` in a shared or imported service, or one named `PATH=token`, must not
     /// set PATH or LD_PRELOAD in the user's shell.
     func testDirenvUseKcRefusesItemsThatWouldSetDangerousVariables() throws {
         guard programExists("direnv") else { throw XCTSkip("direnv is missing") }
-        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Integrations/direnv/use_kc.sh").path
-        try FileManager.default.createDirectory(atPath: folder + "/config/direnv", withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: source, toPath: folder + "/config/direnv/direnvrc")
+        try installUseKc()
         let project = folder + "/files/project"
         try FileManager.default.createDirectory(atPath: project, withIntermediateDirectories: true)
         for (name, value) in [("path", "/evil/bin"), ("ld.preload", "/evil/lib.so"), ("PATH=token", "x"), ("1st", "one")] {
@@ -134,7 +140,7 @@ final class PasswordCommandTests: KeyringTestCase {
                 XCTAssertEqual(loaded.status, 0, "the item is named PATH=token, it does not name PATH: \(loaded)")
             } else if name == "1st" {
                 XCTAssertTrue(loaded.output.hasSuffix("||one"), "a leading digit gets '_', as kc exec --env names it: \(loaded)")
-            } else if name != "PATH=token" {
+            } else {
                 XCTAssertTrue(loaded.standardError.contains("kc: item '\(name)' of '\(service)' would become $"), "\(loaded)")
             }
         }
@@ -142,10 +148,7 @@ final class PasswordCommandTests: KeyringTestCase {
 
     func testDirenvUseKcExportsItems() throws {
         guard programExists("direnv") else { throw XCTSkip("direnv is missing") }
-        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Integrations/direnv/use_kc.sh").path
-        try FileManager.default.createDirectory(atPath: folder + "/config/direnv", withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: source, toPath: folder + "/config/direnv/direnvrc")
+        try installUseKc()
         let service = uniqueService()
         try kc("set", service, "db.password", input: Array("pg secret".utf8))
         try kc("set", service, "token", input: Array("tok".utf8))

@@ -143,10 +143,7 @@ public struct Keychain: Sendable, Hashable {
     public func withBytes<R>(forKey key: some KeyNameConvertible, _ body: (UnsafeRawBufferPointer) -> R) throws(KeychainError) -> R? {
         let key = key.keyName
         try validateName(key, as: .item)
-        let scope = try resolve(forWriting: false)
-        var found = try locate(key, in: scope)
-        if found == nil { found = try reloadedFromVault(key, in: scope) }
-        guard let located = found else { return nil }
+        guard let located = try locate(key, in: resolve(forWriting: false), reloading: true) else { return nil }
         do {
             return try located.item.withPayload(body)
         } catch {
@@ -206,10 +203,7 @@ public struct Keychain: Sendable, Hashable {
     public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: some KeyNameConvertible) throws(KeychainError) {
         var copy = Array(value)
         defer { copy.overwriteWithZeros() }
-        let key = key.keyName
-        try copy.withUnsafeBytes { bytes in
-            Result { () throws(KeychainError) in try store(bytes, forKey: key) }
-        }.get()
+        try store(copy, forKey: key.keyName, until: nil)
     }
 
     /// Stores `value` at this keychain's accessibility, expiring at `deadline` (or with
@@ -222,14 +216,13 @@ public struct Keychain: Sendable, Hashable {
 
     /// Stores text as its UTF-8 bytes. See ``set(_:forKey:)-(Bytes,_)``.
     public func set(_ value: String, forKey key: some KeyNameConvertible) throws(KeychainError) {
-        var text = value
-        let key = key.keyName
-        try text.withUTF8 { bytes in
-            Result { () throws(KeychainError) in try store(UnsafeRawBufferPointer(bytes), forKey: key) }
-        }.get()
+        var copy = Array(value.utf8)
+        defer { copy.overwriteWithZeros() }
+        try store(copy, forKey: key.keyName, until: nil)
     }
 
-    /// Removes the item from wherever it is. Returns whether there was one.
+    /// Removes the item from wherever it is. Returns whether there was one (in the
+    /// kernel, or saved in the vault while it is locked).
     ///
     /// The kernel call is `keyctl_unlink` from its service keyring.
     @discardableResult
@@ -240,17 +233,13 @@ public struct Keychain: Sendable, Hashable {
         case .anyService:
             throw .serviceRequired
         case .shared(let shared):
-            return try remove(key, from: shared)
-        case .own(let service):
-            return try changingVault { () throws(KeychainError) in
-                var removed: [KeySerial] = []
-                for copy in try copies(of: key, in: ServiceKeyring.rings(of: service, startingWith: accessibility)) {
-                    if try unlinkIgnoringGone(copy.item, from: copy.ring.serial) { removed.append(copy.item) }
-                }
-                DeadlineRecords.forget(removed)
-                return !removed.isEmpty
-            } then: { vault, removed in
-                vault.removeItem(key, in: service) || removed
+            try shared.refuseRemoval()
+        case .own(let own):
+            let journal = try Self.journal()
+            return try journal.withLock { () throws(KeychainError) in
+                let kept = journal.keeps(key, in: own.name)
+                let changes: [ItemChange] = kept ? [.removed(service: own.name, name: key)] : []
+                return try journal.record(changes) { () throws(KeychainError) in try own.remove(key) } || kept
             }
         }
     }
@@ -264,20 +253,10 @@ public struct Keychain: Sendable, Hashable {
             throw .serviceRequired
         case .shared(let shared):
             throw .ownerOnly(shared, action: "remove the whole service")
-        case .own(let service):
-            try changingVault { () throws(KeychainError) in
-                for ring in try ServiceKeyring.rings(of: service, startingWith: accessibility) {
-                    DeadlineRecords.forget((try? ring.serial.linkedKeys()) ?? [])
-                    do throws(KeyctlError) {
-                        _ = try unlessGone { () throws(KeyctlError) in try ring.serial.clear() }
-                    } catch {
-                        throw KeychainError(error)
-                    }
-                    _ = try unlinkIgnoringGone(ring.serial, from: ring.anchor.serial())
-                }
-            } then: { vault, _ in
-                vault.removeService(service)
-            }
+        case .own(let own):
+            let journal = try Self.journal()
+            let changes: [ItemChange] = journal.persists ? [.removedService(own.name)] : []
+            try journal.record(changes) { () throws(KeychainError) in try own.removeAll() }
         }
     }
 
@@ -293,86 +272,18 @@ public struct Keychain: Sendable, Hashable {
     /// The exact names of the service's items, at every accessibility, sorted by their
     /// bytes. Cheaper than ``items()``: a describe per item, no size or expiry.
     public func allKeyNames() throws(KeychainError) -> [KeyName] {
-        var names: [KeyName] = []
-        for ring in try listedRings() {
-            for (_, info) in try userKeys(in: ring) { names.append(info.description) }
-        }
-        return names.sorted()
+        try resolve(forWriting: false).itemNames(checkingSize: false)
     }
 
     /// The names ``items()`` lists, sorted, without the deadlines: no read of /proc/keys.
     public func itemNames() throws(KeychainError) -> [KeyName] {
-        var names: [KeyName] = []
-        for ring in try listedRings() {
-            for (serial, info) in try userKeys(in: ring) where Self.size(of: serial) != nil { names.append(info.description) }
-        }
-        return names.sorted()
+        try resolve(forWriting: false).itemNames(checkingSize: true)
     }
 
     /// The service's items with what the kernel knows of them, sorted by name.
     /// Expired items are skipped (and unlinked, so the kernel frees them sooner).
     public func items() throws(KeychainError) -> [KeychainItem] {
-        var found: [KeychainItem] = []
-        var expiries: [KeySerial: ProcKeysEntry.Expiry]? = nil
-        for ring in try listedRings() {
-            for (serial, info) in try userKeys(in: ring) {
-                guard let size = Self.size(of: serial) else { continue }
-                if expiries == nil { expiries = DeadlineRecords.shownExpiries() }
-                let deadline = expiries?[serial].flatMap { DeadlineRecords.deadline(of: serial, shown: $0) }
-                found.append(KeychainItem(
-                    service: ring.service, name: info.description, accessibility: ring.accessibility,
-                    serial: serial, size: size, deadline: deadline,
-                    owner: info.uid, sharing: ring.sharing))
-            }
-        }
-        return found.sorted { ($0.name, $0.service) < ($1.name, $1.service) }
-    }
-
-    /// The keyrings whose items this keychain lists: the service's (the caller's own, or
-    /// the one shared with it), or with ``anyService`` every service's.
-    internal func listedRings() throws(KeychainError) -> [ListedRing] {
-        switch try resolve(forWriting: false) {
-        case .anyService:
-            return try ServiceKeyring.everywhere().map { ListedRing(service: $0.name, ring: $0.ring) }
-        case .shared(let shared):
-            return shared.rings.map {
-                ListedRing(service: shared.service, serial: $0.serial, accessibility: nil, owner: shared.owner, sharing: shared.sharing)
-            }
-        case .own(let service):
-            return try ServiceKeyring.rings(of: service, startingWith: accessibility).map { ListedRing(service: service, ring: $0) }
-        }
-    }
-
-    /// The size of a listed item; nil if it vanished. Like ``search(ring:for:)``, a key
-    /// readable only by a possessor makes the user keyring possessed and is read again.
-    private static func size(of item: KeySerial) -> Int? {
-        if let size = try? item.payloadSize() { return size }
-        guard (try? Anchor.user.serialForWriting()) != nil else { return nil }
-        return try? item.payloadSize()
-    }
-
-    /// The `user` keys linked in a ring, described. A key that expired is unlinked. Only
-    /// the ring owner's keys are the service's items: a key another uid linked there is
-    /// skipped (and unlinked from the caller's own ring; a view of any key the caller
-    /// cannot describe is skipped as well).
-    private func userKeys(in ring: ListedRing) throws(KeychainError) -> [(KeySerial, KeyDescription)] {
-        var keys: [(KeySerial, KeyDescription)] = []
-        do throws(KeyctlError) {
-            for serial in try unlessGone({ () throws(KeyctlError) in try ring.serial.linkedKeys() }) ?? [] {
-                if let info = try? serial.describe() {
-                    guard info.uid == ring.owner else {
-                        if ring.owner == geteuid() { try? serial.unlink(from: ring.serial) }
-                        continue
-                    }
-                    if info.type == "user" { keys.append((serial, info)) }
-                } else {
-                    try? serial.unlink(from: ring.serial)  // expired: let the kernel free it sooner
-                }
-            }
-        } catch {
-            throw KeychainError(error)
-        }
-        return keys
+        try resolve(forWriting: false).items()
     }
 
     /// The names of every service that has a keyring at any accessibility, sorted by
@@ -383,269 +294,57 @@ public struct Keychain: Sendable, Hashable {
 
     // MARK: Internals
 
-    /// Where this keychain's items live, decided once per call: every public method
-    /// resolves, then acts on what it got.
-    internal enum Scope {
-        /// The caller's own service (it may not exist yet).
-        case own(KeyName)
-        /// Another user's service, shared with the caller through a group.
-        case shared(SharedService)
-        /// ``Keychain/anyService``: whichever of the caller's services holds the item.
-        case anyService
-    }
-
-    internal func resolve(forWriting: Bool) throws(KeychainError) -> Scope {
-        guard let service = serviceName else { return .anyService }
-        if reachesShared, let shared = try sharedService(forWriting: forWriting) { return .shared(shared) }
-        return .own(service)
-    }
-
-    /// Finds the item: in its own service, the keychain's own accessibility first (one
-    /// search for the service keyring, one for the item), then the other levels.
-    internal func locate(_ key: KeyName, in scope: Scope) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
-        switch scope {
+    /// Finds the item where this keychain resolved to. With `reloading` (a read), an
+    /// item of the caller's own that the kernel misses but the vault holds is loaded
+    /// back first (see ``Vault/reload(_:in:)``).
+    internal func locate(_ key: KeyName, in rings: ServiceRings, reloading: Bool = false) throws(KeychainError) -> LocatedItem? {
+        switch rings {
         case .anyService:
-            return try locateInAnyService(key)
+            return try Placement.locateInAnyService(key)
         case .shared(let shared):
-            return try locate(key, in: shared)
-        case .own(let service):
-            // The common case, kept free of collections: on this path in a short-lived
-            // process the runtime's first generic-type lookups cost more than the syscalls.
-            var home: KeySerial? = nil
-            if let anchor = try accessibility.anchor.serialForReading() {
-                home = try ServiceKeyring.find(service: service, marker: accessibility.marker, under: anchor)
-            }
-            if let home, let item = try search(ring: home, for: key) { return (home, item) }
-            for ring in try ServiceKeyring.rings(of: service, startingWith: accessibility) where ring.serial != home {
-                if let item = try search(ring: ring.serial, for: key) { return (ring.serial, item) }
-            }
-            return nil
+            return try shared.locate(key, group: accessGroup?.name)
+        case .own(let own):
+            if let found = try own.locate(key) { return found }
+            guard reloading, try Vault.reloadIfKept(key, in: own.name) else { return nil }
+            return try own.locate(key)
         }
     }
 
-    /// Searches one service keyring for the item.
-    ///
-    /// A key that `keyctl add` put there keeps keyctl's default mask (possessor: all;
-    /// owner: view only), so only a possessor may search and read it. A service under
-    /// the user keyring is possessed only if that keyring is reachable from this
-    /// thread's keyrings, which a fresh session or a service does not give; on EACCES
-    /// the user keyring is linked into the thread keyring (as writes do) and the search
-    /// is made again. Such keys are still the caller's own.
-    ///
-    /// On `kc get`'s path: no closure or nested optional here, whose generic metadata the
-    /// runtime would build by name at first use (about 40,000 instructions, 6% of a
-    /// `kc get`, measured with callgrind). `KeySerial.search` already answers nil for a
-    /// key that vanished.
-    ///
-    /// If the search is still refused, a key of that name that the caller may not search
-    /// is in the way: one another uid put there (a member of a share that kc before 0.3
-    /// let write the keyring). The caller's own key, if any, is then found in the link
-    /// list, and the other uid's is unlinked: a service holds only its owner's keys.
-    internal func search(ring: KeySerial, for key: KeyName) throws(KeychainError) -> KeySerial? {
-        do {
-            return try ring.search(type: "user", description: key)
-        } catch where error.errno == .permissionDenied {
-            guard (try? Anchor.user.serialForWriting()) != nil else { throw KeychainError(error) }
-            do {
-                return try ring.search(type: "user", description: key)
-            } catch where error.errno == .permissionDenied {
-                do {
-                    return try ownLinkedKey(type: "user", description: key, in: ring, unlinkingOthers: true)
-                } catch {
-                    throw KeychainError(error)
-                }
-            } catch {
-                throw KeychainError(error)
-            }
-        } catch {
-            throw KeychainError(error)
-        }
-    }
-
-    private func locateInAnyService(_ key: KeyName) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
-        for (_, ring) in try ServiceKeyring.everywhere().sorted(by: { $0.name < $1.name }) {
-            if let item = try search(ring: ring.serial, for: key) { return (ring.serial, item) }
-        }
-        return nil
-    }
-
-    /// Every key named `key` in the rings, with its ring. Normally one; two while
-    /// writers at two levels race (see ``store(_:forKey:until:)``).
-    internal func copies(of key: KeyName, in rings: [ServiceKeyring]) throws(KeychainError) -> [(ring: ServiceKeyring, item: KeySerial)] {
-        var found: [(ring: ServiceKeyring, item: KeySerial)] = []
-        for ring in rings {
-            if let item = try search(ring: ring.serial, for: key) { found.append((ring, item)) }
-        }
-        return found
+    /// The journal this keychain's writes go through: the vault if there is one, else none.
+    internal static func journal() throws(KeychainError) -> any ItemJournal {
+        if let vault = try Vault.forWriting() { return vault }
+        return NoJournal()
     }
 
     /// Stores the value at this keychain's accessibility, with the deadline given, else
-    /// this keychain's timeout, else none.
-    ///
-    /// An item is one kernel key. If it exists at another level, that same key is moved
-    /// here (`keyctl_move`) and updated, so it is never absent in between. Writers at two
-    /// levels racing on a new item can each add a key; then every writer, after its own
-    /// write, keeps the copy with the lowest serial and unlinks the others. Every unlink
-    /// is justified by a lower serial that existed when it was decided, so the lowest
-    /// never goes: some item always survives, and exactly one is left when they are done.
+    /// this keychain's timeout, else none: stage in the journal (unless ephemeral: then
+    /// any saved copy goes), change the kernel, commit.
     internal func store(_ value: [UInt8], forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
-        try value.withUnsafeBytes { bytes in
-            Result { () throws(KeychainError) in try store(bytes, forKey: key, until: deadline) }
-        }.get()
-    }
-
-    /// With a vault (and unless ephemeral), the item's file is written first, to a
-    /// temporary file flushed to disk (a full disk fails here, before the kernel
-    /// changed), then the kernel, then the file is renamed into place: a crash leaves
-    /// the old value or the new one, never neither. All under the vault's lock, so the
-    /// last writer wins in both.
-    internal func store(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline? = nil) throws(KeychainError) {
-        guard let vault = try Vault.forWriting(), case .own(let service) = try resolve(forWriting: true) else {
-            return try storeInKernel(bytes, forKey: key, until: deadline)
-        }
         try validateName(key, as: .item)
-        guard !bytes.isEmpty else { throw .emptyValue }
-        guard bytes.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: bytes.count) }
-        let timeoutDeadline = try timeout.map { (timeout) throws(KeychainError) in Deadline.fromNow(seconds: UInt64(try timeoutSeconds(timeout))) }
-        let effective = deadline ?? timeoutDeadline
-        try vault.directory.withLock { () throws(KeychainError) in
-            if isEphemeral {
-                try VaultHooks.suspended { () throws(KeychainError) in try storeInKernel(bytes, forKey: key, until: effective) }
-                vault.removeItem(key, in: service)
-                return
-            }
-            var record = VaultRecord(service: service, name: key, accessibility: accessibility, deadline: effective, value: Array(bytes))
-            defer { record.value.overwriteWithZeros() }
-            let staged = try vault.stage(record)
-            do throws(KeychainError) {
-                try VaultHooks.suspended { () throws(KeychainError) in try storeInKernel(bytes, forKey: key, until: effective) }
-            } catch {
-                vault.directory.remove(staged.path)
-                throw error
-            }
-            try vault.commit(staged, for: record)
-        }
-    }
-
-    /// The kernel part of ``store(_:forKey:until:)``.
-    private func storeInKernel(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
-        try validateName(key, as: .item)
-        guard !bytes.isEmpty else { throw .emptyValue }
-        guard bytes.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: bytes.count) }
-        var seconds = try timeout.map { (timeout) throws(KeychainError) in try timeoutSeconds(timeout) } ?? 0
-        if let deadline { seconds = UInt32(clamping: max(deadline.secondsLeft, 1)) }
-
-        let service: KeyName
+        guard !value.isEmpty else { throw .emptyValue }
+        guard value.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: value.count) }
+        var effective = deadline
+        if effective == nil, let timeout { effective = Deadline.fromNow(seconds: UInt64(try timeoutSeconds(timeout))) }
         switch try resolve(forWriting: true) {
-        case .anyService: throw .serviceRequired
-        case .shared(let shared): return try update(bytes, forKey: key, in: shared)
-        case .own(let own): service = own
-        }
-
-        let (home, rings) = try ServiceKeyring.rings(of: service, home: accessibility)
-        let sharing = try sharingForWrite(rings: rings.map(\.serial))
-        let previous = try gather(key, into: home, from: rings)
-        do throws(KeyctlError) {
-            let item: KeySerial
-            if seconds > 0 {
-                // Made whole with its deadline before it is placed: an update would
-                // leave the value without expiry until the timeout is set again.
-                let like = KeyDescription(type: "user", uid: geteuid(), gid: sharing?.group.gid ?? getegid(),
-                                          permissions: sharing?.permissions(for: .item) ?? .ownerOnly, description: key)
-                let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline ?? .fromNow(seconds: UInt64(seconds)))
-                guard try fresh.place(in: home.serial) else { return }
-                if let previous { DeadlineRecords.forget([previous]) }  // displaced by the new key
-                item = fresh
-            } else {
-                item = try KeySerial.add(type: "user", description: key, payload: bytes, into: home.serial)
-            }
-            do throws(KeyctlError) {
-                // (The kernel's add_key leaves a created or updated key without expiry,
-                // so a store without a timeout needs no keyctl_set_timeout.)
-                if seconds == 0 {
-                    if let sharing { try Sharing.apply(sharing, to: item, as: .item) } else { try item.setPermissions(.ownerOnly) }
+        case .anyService:
+            throw .serviceRequired
+        case .shared(let shared):
+            if timeout != nil { throw .ownerOnly(shared, action: "set an item's lifetime") }
+            try value.withValueBytes { bytes throws(KeychainError) in try shared.update(bytes, forKey: key, group: accessGroup?.name) }
+        case .own(let own):
+            let journal = try Self.journal()
+            try journal.withLock { () throws(KeychainError) in
+                var changes: [ItemChange] = []
+                if isEphemeral {
+                    if journal.keeps(key, in: own.name) { changes = [.removed(service: own.name, name: key)] }
+                } else if journal.persists {
+                    changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: accessibility, deadline: effective, value: value))]
                 }
-                // A share or unshare of the service may have run since its sharing was
-                // read: the item follows its keyring as it is now. (Unshare changes the
-                // keyring before the items, and share goes over the items again after
-                // the keyring, so whichever way they interleave every item ends up as
-                // its keyring.)
-                let now = Sharing(try home.serial.describe())
-                if now != sharing { try Sharing.apply(now, to: item, as: .item) }
-            } catch {
-                // Another process removed the item, or its whole service, between add_key
-                // and here: this set happened, then that removal did (found by the soak
-                // test). A removed key is gone (ENOKEY), or still alive but no longer
-                // possessed (EACCES). The link lists tell which (the owner may read them
-                // without possession): if the key is still linked in its keyring and the
-                // keyring in its anchor, the failure is this write's own.
-                if error.meansKeyIsGone || !Self.isStillLinked(item, in: home) { return }
-                throw error
+                try journal.record(changes) { () throws(KeychainError) in
+                    try value.withValueBytes { bytes throws(KeychainError) in try own.store(bytes, forKey: key, until: effective) }
+                }
             }
-        } catch {
-            // The service keyring was removed after it was found (kc rm of the whole
-            // service, rmdir): this write happened first, then the removal.
-            if error.meansKeyIsGone { return }
-            throw KeychainError(error)
         }
-        try keepOneCopy(of: key, in: rings)
-    }
-
-    /// Whether `item` is linked in `ring` and `ring` in its anchor. False also when a
-    /// list cannot be read (a keyring that is gone).
-    private static func isStillLinked(_ item: KeySerial, in ring: ServiceKeyring) -> Bool {
-        guard let anchor = try? ring.anchor.serial(),
-              let rings = try? anchor.linkedKeys(), rings.contains(ring.serial),
-              let items = try? ring.serial.linkedKeys()
-        else { return false }
-        return items.contains(item)
-    }
-
-    /// Before a write: the item's copy with the lowest serial is moved into `home` (the
-    /// same key, so level changes keep it), and any other copy is unlinked.
-    /// Returns the key kept, if there was one.
-    @discardableResult
-    private func gather(_ key: KeyName, into home: ServiceKeyring, from rings: [ServiceKeyring]) throws(KeychainError) -> KeySerial? {
-        let found = try copies(of: key, in: rings)
-        guard let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return nil }
-        try unlink(found.filter { $0.item != keep.item })
-        guard keep.ring != home else { return keep.item }
-        do {
-            try keep.item.move(from: keep.ring.serial, to: home.serial, exclusive: true)
-        } catch {
-            // Moved or removed by another writer, or a concurrent writer added one at
-            // home: the write goes ahead and the copies are settled afterwards.
-            let settledLater: [Errno] = [.noSuchFileOrDirectory, .fileExists]
-            if !error.meansKeyIsGone && !settledLater.contains(error.errno) { throw KeychainError(error) }
-        }
-        return keep.item
-    }
-
-    /// After a write: one copy stays, the one with the lowest serial.
-    internal func keepOneCopy(of key: KeyName, in rings: [ServiceKeyring]) throws(KeychainError) {
-        let found = try copies(of: key, in: rings)
-        guard found.count > 1, let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return }
-        try unlink(found.filter { $0.item != keep.item })
-    }
-
-    /// Unlinks copies of an item that lost to the kept one, and their deadline records.
-    private func unlink(_ copies: [(ring: ServiceKeyring, item: KeySerial)]) throws(KeychainError) {
-        var unlinked: [KeySerial] = []
-        for copy in copies where try unlinkIgnoringGone(copy.item, from: copy.ring.serial) { unlinked.append(copy.item) }
-        DeadlineRecords.forget(unlinked)
-    }
-}
-
-/// Unlinks a key, treating one that is already gone or no longer linked there as done.
-/// Returns whether this call removed the link.
-@discardableResult
-internal func unlinkIgnoringGone(_ key: KeySerial, from keyring: KeySerial) throws(KeychainError) -> Bool {
-    do {
-        try key.unlink(from: keyring)
-        return true
-    } catch {
-        if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { return false }
-        throw KeychainError(error)
     }
 }
 
@@ -670,6 +369,12 @@ internal func constantTimeEquals(_ lhs: UnsafeRawBufferPointer, _ rhs: [UInt8]) 
 }
 
 extension Array where Element == UInt8 {
+    /// `withUnsafeBytes` for a body that throws ``KeychainError`` (the standard one
+    /// rethrows untyped).
+    internal func withValueBytes<R>(_ body: (UnsafeRawBufferPointer) throws(KeychainError) -> R) throws(KeychainError) -> R {
+        try withUnsafeBytes { bytes in Result { () throws(KeychainError) in try body(bytes) } }.get()
+    }
+
     /// Overwrites every byte with zero, for buffers that held a secret.
     public mutating func overwriteWithZeros() {
         for index in indices { self[index] = 0 }

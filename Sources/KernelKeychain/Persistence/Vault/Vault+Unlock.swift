@@ -73,26 +73,55 @@ extension Vault {
         return try load(with: Self.identities(for: identity), levels: levels, stash: nil)
     }
 
-    /// Locks the vault: forgets the identity and drops the items at `levels` that the
-    /// vault holds from the kernel (as a screen lock would; items stored with
-    /// `--ephemeral` stay). Returns how many items were dropped and whether it was
-    /// unlocked.
+    /// Locks the vault: drops the items at `levels` that the vault holds from the kernel
+    /// (as a screen lock would; items stored with `--ephemeral` stay) and forgets the
+    /// identity. Returns how many items were dropped and whether it was unlocked.
+    ///
+    /// Nothing the kernel holds is lost: an item whose file does not hold the kernel's
+    /// value and level (a write killed between its kernel change and its commit) is
+    /// saved from the kernel first.
     @discardableResult
     public func lock(levels: Set<Accessibility.Level> = [.whenUnlocked]) throws(KeychainError) -> (dropped: Int, wasUnlocked: Bool) {
         try requireExisting()
         return try directory.withLock { () throws(KeychainError) in
-            let wasUnlocked = VaultKeys.removeStash(for: directory)
+            let identities = VaultKeys.stashed(for: directory).map(Self.identities(for:))
             var dropped = 0
-            try VaultHooks.suspended { () throws(KeychainError) in
-                for accessibility in Accessibility.allCases where levels.contains(accessibility.level) {
-                    for (service, name) in files(at: accessibility) {
-                        let keychain = try Keychain(service: service).accessibility(accessibility)
-                        if try keychain.remove(name) { dropped += 1 }
-                    }
+            for accessibility in Accessibility.allCases where levels.contains(accessibility.level) {
+                for (service, name) in files(at: accessibility) {
+                    if try drop(name, in: service, levels: levels, identities: identities) { dropped += 1 }
                 }
             }
+            let wasUnlocked = VaultKeys.removeStash(for: directory)
             return (dropped, wasUnlocked)
         }
+    }
+
+    /// Drops one item from the kernel if it is at one of `levels`, after making its file
+    /// hold what the kernel holds. With no identity to open the file (the vault was
+    /// already locked), the file is written again from the kernel.
+    private func drop(_ name: KeyName, in service: KeyName, levels: Set<Accessibility.Level>,
+                      identities: [AgeX25519Identity]?) throws(KeychainError) -> Bool {
+        let own = OwnService(name: service, home: .whenUnlocked)
+        guard let located = try own.locate(name, exactLevel: true), let level = located.accessibility,
+              var value = try Placement.value(of: located.item)
+        else { return false }
+        defer { value.overwriteWithZeros() }
+        if !fileHolds(value, at: level, of: name, in: service, identities: identities) {
+            try write(VaultRecord(service: service, name: name, accessibility: level,
+                                  deadline: DeadlineRecords.deadline(of: located.item), value: value))
+        }
+        guard levels.contains(level.level) else { return false }
+        return try own.remove(located)
+    }
+
+    /// Whether the item's file at `level` opens to exactly `value`.
+    private func fileHolds(_ value: [UInt8], at level: Accessibility, of name: KeyName, in service: KeyName,
+                           identities: [AgeX25519Identity]?) -> Bool {
+        guard let identities else { return false }
+        var report = VaultUnlockReport()
+        guard var record = open(directory.itemFile(level, service, name), identities: identities, report: &report) else { return false }
+        defer { record.value.overwriteWithZeros() }
+        return record.service == service && record.name == name && record.accessibility == level && record.value == value
     }
 
     /// The services and names of the files at one level.
@@ -144,11 +173,9 @@ extension Vault {
                     byItem[key, default: []].append((accessibility, directory.itemFile(accessibility, service, name)))
                 }
             }
-            try VaultHooks.suspended { () throws(KeychainError) in
-                for key in order {
-                    settle(key, files: byItem[key] ?? [], identities: identities, levels: levels,
-                           addingHostKey: hostToAdd != nil, report: &report)
-                }
+            for key in order {
+                settle(key, files: byItem[key] ?? [], identities: identities, levels: levels,
+                       addingHostKey: hostToAdd != nil, report: &report)
             }
             if let host = hostToAdd { try? directory.commit(directory.stage(Array((host.encoded + "\n").utf8)), to: directory.hostRecipientFile) }
             if !report.notLoadedForQuota.isEmpty { report.quota = KeyQuota.current() }
@@ -170,10 +197,8 @@ extension Vault {
         try directory.withLock { () throws(KeychainError) in
             let files = Accessibility.allCases.map { ($0, directory.itemFile($0, service, name)) }.filter { directory.isFile($0.1) }
             var report = VaultUnlockReport()
-            try VaultHooks.suspended { () throws(KeychainError) in
-                settle(ItemKey(service: service, name: name), files: files, identities: identities, levels: Vault.allLevels,
-                       addingHostKey: false, report: &report)
-            }
+            settle(ItemKey(service: service, name: name), files: files, identities: identities, levels: Vault.allLevels,
+                   addingHostKey: false, report: &report)
             if let problem = report.unreadable.first ?? report.failed.first {
                 throw .vaultCrypto(path: problem.what, problem.reason)
             }
@@ -275,21 +300,26 @@ extension Vault {
         return record
     }
 
-    /// Puts one item into the kernel, unless the kernel has it already.
+    /// Puts one item into the kernel through ``Placement``, unless the kernel has it
+    /// already: with another value or level, the kernel's is the newer (a write
+    /// interrupted after its kernel change) and the file is written again from it.
     private func load(_ record: VaultRecord, report: inout VaultUnlockReport) {
         let what = "\(record.service)/\(record.name)"
         do {
-            let keychain = try Keychain(service: record.service).accessibility(record.accessibility)
-            if let present = try keychain.item(record.name) {
-                if try keychain.matches(record.value, forKey: record.name), present.accessibility == record.accessibility {
+            let own = OwnService(name: record.service, home: record.accessibility)
+            if let present = try own.locate(record.name, exactLevel: true) {
+                var value = try Placement.value(of: present.item) ?? []
+                defer { value.overwriteWithZeros() }
+                let same = value.withUnsafeBytes { constantTimeEquals($0, record.value) }
+                if same, present.accessibility == record.accessibility {
                     report.alreadyLoaded += 1
                 } else {
-                    try rewriteFromKernel(record.name, in: record.service)
+                    try saveFromKernel(record.name, in: record.service)
                     report.updatedFromKernel += 1
                 }
                 return
             }
-            try keychain.set(record.value, forKey: record.name, until: record.deadline)
+            try own.storeCopy(record.value, forKey: record.name, until: record.deadline)
             report.loaded[record.accessibility.level, default: 0] += 1
         } catch .quotaExceeded {
             report.notLoadedForQuota.append(what)

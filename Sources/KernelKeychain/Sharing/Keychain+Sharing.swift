@@ -89,93 +89,6 @@ extension Keychain {
                          owner: owner.map { Accounts.name(ofUser: $0) ?? String($0) })
     }
 
-    /// Finds an item in another user's shared service.
-    internal func locate(_ key: KeyName, in shared: SharedService) throws(KeychainError) -> (ring: KeySerial, item: KeySerial)? {
-        for ring in shared.rings {
-            do {
-                // Only the owner's own key is the owner's item.
-                if let item = try ring.serial.search(type: "user", description: key),
-                   (try? item.describe().uid) == shared.owner {
-                    return (ring.serial, item)
-                }
-            } catch {
-                // Unshared between the scan and the search.
-                if error.errno == .permissionDenied { throw .notShared(service: shared.service.description, group: accessGroup?.name, owner: shared.ownerName) }
-                throw KeychainError(error)
-            }
-        }
-        // A search answers "none" for a keyring that has died, too: tell the two apart.
-        if shared.rings.allSatisfy({ (try? $0.serial.describe()) == nil }) { throw .sharedServiceGone(shared) }
-        return nil
-    }
-
-    /// A member's write: the item must exist (only its owner adds items, which keeps
-    /// every key of the service in the owner's quota and under the owner's control),
-    /// and its value is replaced in place, keeping owner, permissions and expiry.
-    internal func update(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, in shared: SharedService) throws(KeychainError) {
-        guard shared.sharing.isGroupWritable else { throw .sharedReadOnly(shared) }
-        guard timeout == nil else { throw .ownerOnly(shared, action: "set an item's lifetime") }
-        guard let located = try locate(key, in: shared) else { throw .ownerOnly(shared, action: "add items") }
-        do {
-            try located.item.update(payload: bytes)
-        } catch {
-            if error.meansKeyIsGone { throw .ownerOnly(shared, action: "add items") }
-            throw KeychainError(error)
-        }
-    }
-
-    /// A member's removal: never allowed. Removing takes write on the owner's keyring,
-    /// which would also let members link keys of their own into it (see ``Sharing``).
-    internal func remove(_ key: KeyName, from shared: SharedService) throws(KeychainError) -> Bool {
-        guard shared.sharing.isGroupWritable else { throw .sharedReadOnly(shared) }
-        throw .ownerOnly(shared, action: "remove items")
-    }
-
-    /// The sharing an owner's write gives the new item. A keychain with an access group
-    /// shares a private service first; a ring just made at a new level joins the
-    /// sharing of the service's other rings.
-    ///
-    /// Each ring is described once: deciding from one read and acting on another would
-    /// let a write re-share a keyring that an `unshare` stripped in between. A ring that
-    /// joins is checked against its source afterwards and made private again if the
-    /// source was unshared meanwhile (`unshare` strips every keyring twice before the
-    /// items, so one of the two sees the join).
-    internal func sharingForWrite(rings: [KeySerial]) throws(KeychainError) -> Sharing? {
-        var states: [(ring: KeySerial, sharing: Sharing?)] = []
-        for ring in rings {
-            do {
-                states.append((ring, Sharing(try ring.describe())))
-            } catch {
-                if !error.meansKeyIsGone { throw KeychainError(error) }
-            }
-        }
-        let source = states.first { $0.sharing != nil }
-        if let group = accessGroup {
-            if let current = source?.sharing {
-                guard current.group.gid == group.gid else {
-                    throw .sharedWithAnotherGroup(service: service ?? "", current: current.group, requested: group)
-                }
-            } else {
-                let sharing = Sharing(group: group, isGroupWritable: groupWritable)
-                try Self.apply(sharing, to: rings)
-                return sharing
-            }
-        }
-        guard let source, let current = source.sharing else { return nil }
-        for (ring, sharing) in states where sharing == nil {
-            do throws(KeyctlError) {
-                try Sharing.apply(current, to: ring, as: .keyring)
-                if Sharing(try source.ring.describe()) == nil {
-                    try Sharing.apply(nil, to: ring, as: .keyring)
-                    return nil
-                }
-            } catch {
-                if !error.meansKeyIsGone { throw KeychainError(error) }
-            }
-        }
-        return current
-    }
-
     /// The sharing of the first shared ring, or nil if none is.
     private static func currentSharing(of rings: [KeySerial]) throws(KeychainError) -> Sharing? {
         for ring in rings {
@@ -202,7 +115,7 @@ extension Keychain {
     /// ``set(_:forKey:)`` and the second pass of ``share(with:writable:)`` and
     /// ``unshare()`` over freshly listed keyrings, every item ends up shared exactly as
     /// its keyring (`SharingLibraryTests` races writers at two levels against both).
-    private static func apply(_ sharing: Sharing?, to rings: [KeySerial]) throws(KeychainError) {
+    internal static func apply(_ sharing: Sharing?, to rings: [KeySerial]) throws(KeychainError) {
         do throws(KeyctlError) {
             if let sharing {
                 for ring in rings {
@@ -247,28 +160,5 @@ extension Keychain {
                 if !error.meansKeyIsGone { throw error }
             }
         }
-    }
-}
-
-/// A keyring whose items ``Keychain/items()`` lists, with what is known of it.
-internal struct ListedRing {
-    var service: KeyName
-    var serial: KeySerial
-    var accessibility: Accessibility?
-    var owner: UInt32
-    var sharing: Sharing?
-
-    init(service: KeyName, serial: KeySerial, accessibility: Accessibility?, owner: UInt32, sharing: Sharing?) {
-        self.service = service
-        self.serial = serial
-        self.accessibility = accessibility
-        self.owner = owner
-        self.sharing = sharing
-    }
-
-    /// One of the caller's own rings; its sharing is read from the kernel.
-    init(service: KeyName, ring: ServiceKeyring) {
-        self.init(service: service, serial: ring.serial, accessibility: ring.accessibility, owner: geteuid(),
-                  sharing: (try? ring.serial.describe()).flatMap(Sharing.init))
     }
 }

@@ -1,23 +1,12 @@
 import Age
 import Keyrings
 
-/// Whether writes skip the vault: while the vault itself loads items into the kernel
-/// or drops them from it, and inside a write that updates the vault itself afterwards.
-internal enum VaultHooks {
-    @TaskLocal static var isSuspended = false
-
-    static func suspended<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
-        try $isSuspended.withValue(true) { Result { () throws(KeychainError) in try body() } }.get()
-    }
-}
-
 /// The write side: what `Keychain`'s writes call to keep the item's file in step.
 extension Vault {
     /// The vault a write keeps in step: nil when there is none (nothing is written to
-    /// disk then), or while hooks are suspended. A vault that is not safe to use (owned
-    /// by another uid, loose permissions) fails the write.
+    /// disk then). A vault that is not safe to use (owned by another uid, loose
+    /// permissions) fails the write.
     internal static func forWriting() throws(KeychainError) -> Vault? {
-        if VaultHooks.isSuspended { return nil }
         guard let root = VaultDirectory.defaultRoot() else { return nil }
         let vault = Vault(directory: VaultDirectory(root: root))
         guard vault.exists else { return nil }
@@ -97,21 +86,32 @@ extension Vault {
     }
 
     /// Makes the item's file say what the kernel holds now (value, level, deadline), or
-    /// removes it if the kernel has no such item of the caller's.
-    internal func rewriteFromKernel(_ name: KeyName, in service: KeyName) throws(KeychainError) {
-        try VaultHooks.suspended { () throws(KeychainError) in
-            let keychain = try Keychain(service: service)
-            guard let item = try keychain.item(name), let accessibility = item.accessibility,
-                  var value = try keychain.data(forKey: name)
-            else {
-                removeItem(name, in: service)
-                return
-            }
-            defer { value.overwriteWithZeros() }
-            var record = VaultRecord(service: service, name: name, accessibility: accessibility, deadline: item.deadline, value: value)
-            defer { record.value.overwriteWithZeros() }
-            try write(record)
+    /// removes it if the kernel has no such item of the caller's: the unlock and the
+    /// lock reconcile with it, reading the kernel through ``Placement``.
+    internal func saveFromKernel(_ name: KeyName, in service: KeyName) throws(KeychainError) {
+        let own = OwnService(name: service, home: .whenUnlocked)
+        guard let located = try own.locate(name, exactLevel: true), let accessibility = located.accessibility,
+              var value = try Placement.value(of: located.item)
+        else {
+            removeItem(name, in: service)
+            return
         }
+        defer { value.overwriteWithZeros() }
+        try write(VaultRecord(service: service, name: name, accessibility: accessibility,
+                              deadline: DeadlineRecords.deadline(of: located.item), value: value))
+    }
+
+    /// On a read that missed in the kernel: if the vault holds the item and is
+    /// unlocked, it is loaded again (the persistent keyring expired, or a new login
+    /// session) and true is returned; if the vault is locked, that is the error. Only a
+    /// miss pays for this: without a vault, a `stat` of HOME and an `lstat` of where the
+    /// vault would be.
+    internal static func reloadIfKept(_ name: KeyName, in service: KeyName) throws(KeychainError) -> Bool {
+        guard let vault = try forWriting(), !vault.levels(ofItem: name, in: service).isEmpty else { return false }
+        guard try vault.reload(name, in: service) else {
+            throw .vaultLocked(service: service.description, item: name.description)
+        }
+        return true
     }
 }
 

@@ -1,0 +1,83 @@
+import Keyrings
+
+/// An item as a journal keeps it: everything needed to put it back into the kernel.
+/// Its value shares the buffer of whoever made it, who zeroes it when done.
+internal struct JournaledItem {
+    var service: KeyName
+    var name: KeyName
+    var accessibility: Accessibility
+    var deadline: Deadline?
+    var value: [UInt8]
+}
+
+/// What one mutation does to the items a journal keeps, described from the bytes the
+/// caller has in hand (never read back from the kernel after the change).
+internal enum ItemChange {
+    /// The item holds this value, at this level and deadline (any copy at another level goes).
+    case saved(JournaledItem)
+    /// The item is gone.
+    case removed(service: KeyName, name: KeyName)
+    /// Every item of the service is gone.
+    case removedService(KeyName)
+}
+
+/// The one seam every mutation of items goes through, in one order: ``stage(_:)`` the
+/// change (a failure here, such as a full disk, stops it before the kernel changed),
+/// change the kernel, then ``commit(_:)`` (or ``discard(_:)`` if the kernel refused).
+/// A crash between the kernel change and the commit leaves the old state in the
+/// journal and the new one in the kernel; whoever drops items from the kernel (the
+/// vault's lock) reconciles first.
+///
+/// The journal is handed to the keychain and never calls back into it: it persists,
+/// and loads through ``Placement``, the layer under the public API.
+internal protocol ItemJournal {
+    associatedtype Staged
+    /// Runs `body` with writers to this journal held off, so that the kernel change and
+    /// the journal's change of one writer are not interleaved with another's.
+    func withLock<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R
+    /// Prepares `changes` without making them visible.
+    func stage(_ changes: [ItemChange]) throws(KeychainError) -> Staged
+    /// Makes staged changes the journal's state.
+    func commit(_ staged: Staged) throws(KeychainError)
+    /// Drops staged changes (the kernel change did not happen).
+    func discard(_ staged: Staged)
+    /// Whether the journal keeps this item: changes to an item it does not keep (one
+    /// stored `--ephemeral`) stay out of it.
+    func keeps(_ name: KeyName, in service: KeyName) -> Bool
+    /// The names of the service's items the journal keeps.
+    func keptNames(in service: KeyName) -> [KeyName]
+    /// Whether this journal keeps anything at all (false: no journal, so a write need
+    /// not describe its change).
+    var persists: Bool { get }
+}
+
+extension ItemJournal {
+    /// Stage, apply, commit: `apply` changes the kernel and says whether it changed
+    /// anything; if not (the item was not there), the staged change is dropped.
+    func record<R>(_ changes: [ItemChange], committing: (R) -> Bool = { _ in true },
+                   _ apply: () throws(KeychainError) -> R) throws(KeychainError) -> R {
+        try withLock { () throws(KeychainError) in
+            let staged = try stage(changes)
+            let result: R
+            do throws(KeychainError) {
+                result = try apply()
+            } catch {
+                discard(staged)
+                throw error
+            }
+            if committing(result) { try commit(staged) } else { discard(staged) }
+            return result
+        }
+    }
+}
+
+/// No persistence: kc without a vault, where the kernel alone holds the items.
+internal struct NoJournal: ItemJournal {
+    func withLock<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R { try body() }
+    func stage(_ changes: [ItemChange]) throws(KeychainError) {}
+    func commit(_ staged: Void) throws(KeychainError) {}
+    func discard(_ staged: Void) {}
+    func keeps(_ name: KeyName, in service: KeyName) -> Bool { false }
+    func keptNames(in service: KeyName) -> [KeyName] { [] }
+    var persists: Bool { false }
+}

@@ -1,0 +1,100 @@
+import Keyrings
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The keyring an accessibility level lives under (DESIGN §2).
+internal enum Anchor: CaseIterable, Sendable {
+    case session, user, persistent
+
+    /// A serial that names the anchor in keyctl calls. Session and user are special
+    /// ids the kernel resolves itself (and treats as possessed); the persistent keyring
+    /// is fetched and linked into the thread keyring, which makes it possessed too
+    /// without showing up in the user's session keyring.
+    ///
+    /// Inside a user namespace (rootless podman) the user anchor is the user keyring
+    /// outside it, and the persistent anchor cannot be reached (see ``UserNamespace``).
+    func serial() throws(KeychainError) -> KeySerial {
+        switch self {
+        case .session: return SpecialKeyring.session.serial
+        case .user: return try UserNamespace.outsideUserKeyring() ?? SpecialKeyring.user.serial
+        case .persistent:
+            if let uid = UserNamespace.outsideUID { throw .unreachableFromUserNamespace(level: .always, outsideUID: uid) }
+            do {
+                return try KeySerial.persistentKeyring(linkedInto: SpecialKeyring.thread.serial)
+            } catch {
+                if error.errno == .notSupported || error.errno == .noFunction { throw .keyringsUnavailable(error) }
+                throw KeychainError(error)
+            }
+        }
+    }
+}
+
+extension Anchor {
+    /// As ``serial()``, for finding: nil for an anchor that cannot be reached from
+    /// inside a user namespace, where nothing of the caller's can be found.
+    func serialForReading() throws(KeychainError) -> KeySerial? {
+        do {
+            return try serial()
+        } catch {
+            if case .unreachableFromUserNamespace = error { return nil }
+            throw error
+        }
+    }
+
+    /// As ``serial()``, for adding to the anchor. A process with no session keyring
+    /// that *writes* to `@s` gets a new anonymous session keyring that dies with it,
+    /// whereas a lookup installs the uid's default session keyring, which other
+    /// processes share. So the session keyring is looked up first, never created.
+    ///
+    /// A new `user` key grants its uid only "view" until kc sets its permissions, and
+    /// setting them needs possession: the key must be reachable from this thread's
+    /// keyrings. The user keyring is usually linked in the session keyring but not
+    /// always (a fresh `keyctl session`, a service), so it is linked into the thread
+    /// keyring, as the persistent keyring already is.
+    ///
+    /// The anchor must be the caller's own, and no other uid may change its links:
+    /// another uid that shares the session (after `su`, `sudo` or `runuser`) possesses
+    /// the session keyring, and through it the user keyring when that is linked there,
+    /// and the anchors' default masks give possessors write, which is enough to unlink a
+    /// service keyring or displace it with one of its own. So kc moves the possessor
+    /// rights of the session and user keyrings to the owning uid (nothing changes for
+    /// the owner's own processes, which hold both) before it stores into them. The
+    /// persistent keyring's mask cannot be changed (the kernel gives no one setattr on
+    /// it); SECURITY.md says what that leaves.
+    func serialForWriting() throws(KeychainError) -> KeySerial {
+        if self == .persistent { return try serial() }
+        var anchor = self == .session ? SpecialKeyring.session.serial : try Anchor.user.serial()
+        let info: KeyDescription
+        do {
+            if self == .session {
+                anchor = try anchor.resolved(create: false)
+            } else {
+                try anchor.link(into: SpecialKeyring.thread.serial)
+            }
+            info = try anchor.describe()
+        } catch {
+            throw KeychainError(error)
+        }
+        guard info.uid == geteuid() else { throw .sessionOfAnotherUser(uid: info.uid) }
+        let possessor = info.permissions.possessorRights
+        if !possessor.isEmpty {
+            let rights = info.permissions.userRights.union(possessor)
+            let others = KeyPermissions(rawValue: info.permissions.rawValue & 0x0000_ffff)
+            do { try anchor.setPermissions(KeyPermissions.user(rights).union(others)) } catch { throw KeychainError(error) }
+        }
+        return anchor
+    }
+}
+
+extension Anchor {
+    /// `first`, then the other anchors: the session anchor is searched last only when
+    /// another level is the likely home.
+    static func probeOrder(startingWith first: Anchor) -> [Anchor] {
+        [first] + allCases.filter { $0 != first }
+    }
+}

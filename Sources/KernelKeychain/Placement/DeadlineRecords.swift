@@ -1,0 +1,185 @@
+import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Exact deadlines, kept in the kernel beside the items: a keyring `kc.expiry` in the
+/// user keyring holds one `user` key per timed item, described by the item's serial,
+/// whose payload is the deadline in decimal seconds since the epoch, and which expires
+/// with the item. No kernel call reads a key's expiry back, and /proc/keys rounds it
+/// (13 days show as `1w`), so without this a new key made for an old item (a rename,
+/// an import, a save of a timed item) could only be given a shorter life.
+///
+/// A write reads the record alone, never /proc/keys (whose cost grows with every key
+/// the caller can see): every timeout kc sets is recorded first, and fails if it cannot
+/// be (a full key quota), so an item kc gave a lifetime always has its record; a store
+/// without a timeout drops the item's record. A timeout set outside kc (`keyctl
+/// timeout`) has no record: a save through kc clears it, as `keyctl update` does. The
+/// listings (``Keychain/items()``, ``Keychain/item(_:)``) show what /proc/keys says,
+/// and trust a record only where it agrees.
+internal enum DeadlineRecords {
+    static let keyringDescription: KeyName = "kc.expiry"
+
+    /// The owner's uid only, with no possessor rights: another uid that shares the
+    /// owner's session keyring (after su or runuser) must not plant a record that would
+    /// lengthen a deadline. Records hold no secret; possession is not needed to use them.
+    static let recordPermissions: KeyPermissions = .user(.all)
+
+    /// Sets the item's kernel expiry to `seconds` from now (0: none, and the record
+    /// goes) and records the deadline first. The kernel call is `keyctl_set_timeout`
+    /// on the item; the record costs a search, an `add_key`, a `keyctl_setperm` and a
+    /// `keyctl_set_timeout`. With `deadline` (a copy of another key's), that moment is
+    /// recorded; `seconds` must then be its time left.
+    static func setTimeout(_ seconds: UInt32, of item: KeySerial, deadline: Deadline? = nil) throws(KeyctlError) {
+        guard seconds > 0 else {
+            try item.setTimeout(seconds: 0)
+            forget([item])
+            return
+        }
+        var recorded = Deadline.fromNow(seconds: UInt64(seconds))
+        if let deadline, deadline.secondsSinceEpoch <= recorded.secondsSinceEpoch { recorded = deadline }
+        try record(recorded, seconds: seconds, for: item)
+        do throws(KeyctlError) {
+            try item.setTimeout(seconds: seconds)
+        } catch {
+            forget([item])
+            throw error
+        }
+    }
+
+    private static func record(_ deadline: Deadline, seconds: UInt32, for item: KeySerial) throws(KeyctlError) {
+        let ring: KeySerial
+        do {
+            ring = try findOrCreateKeyring(described: keyringDescription, in: Anchor.user.serialForWriting(),
+                                           permissions: recordPermissions)
+        } catch {
+            throw error.underlying ?? KeyctlError(.permissionDenied, call: "keyctl_search")
+        }
+        var text = Array(String(deadline.secondsSinceEpoch).utf8)
+        defer { text.overwriteWithZeros() }
+        let record = try text.withUnsafeBytes { bytes in
+            Result { () throws(KeyctlError) in
+                try KeySerial.add(type: "user", description: KeyName(String(item.rawValue)), payload: bytes, into: ring)
+            }
+        }.get()
+        try record.setPermissions(recordPermissions)
+        try record.setTimeout(seconds: seconds &+ 1 == 0 ? seconds : seconds + 1)
+    }
+
+    /// The deadline kc recorded for the item, or nil if it set none: what a write
+    /// copies to the item's new key or to its journal entry. A search of `kc.expiry`
+    /// (one call for a user who never set a timeout), and of the record and a read.
+    static func recordedDeadline(of item: KeySerial) -> Deadline? {
+        recorded(for: item).map { Deadline(secondsSinceEpoch: $0) }
+    }
+
+    /// The item's deadline given what /proc/keys shows of it: the record's if it agrees,
+    /// else the earliest moment the rounded value allows. Nil for an item without expiry.
+    static func deadline(of item: KeySerial, shown expiry: ProcKeysEntry.Expiry) -> Deadline? {
+        let now = Deadline.now
+        switch expiry {
+        case .never:
+            return nil
+        case .expired:
+            return Deadline(secondsSinceEpoch: now)
+        case .within(let seconds, let unit):
+            let earliest = now + Int64(seconds)
+            if let recorded = recorded(for: item),
+               recorded >= earliest - 1, recorded <= earliest + Int64(unit) {
+                return Deadline(secondsSinceEpoch: recorded)
+            }
+            return Deadline(secondsSinceEpoch: earliest, isExact: seconds < 60)
+        }
+    }
+
+    private static func recorded(for item: KeySerial) -> Int64? {
+        guard let ring = try? SpecialKeyring.user.serial.search(type: "keyring", description: keyringDescription),
+              let record = try? ring.search(type: "user", description: KeyName(String(item.rawValue))),
+              let text = try? record.withPayload(sizeHint: 32, { String(decoding: $0, as: UTF8.self) })
+        else { return nil }
+        return Int64(text)
+    }
+
+    /// Drops the records of keys that are no longer items: removed, or replaced by a
+    /// new key (a timed save makes one, with a record of its own). Without this, every
+    /// timed save would leave a record behind until the old deadline, and an ordinary
+    /// user's 200-key quota would fill. Best effort; costs nothing more than one search
+    /// for a user who never set a timeout.
+    static func forget(_ items: [KeySerial]) {
+        guard !items.isEmpty,
+              let ring = try? SpecialKeyring.user.serial.search(type: "keyring", description: keyringDescription)
+        else { return }
+        for item in items {
+            if let record = try? ring.search(type: "user", description: KeyName(String(item.rawValue))) {
+                try? record.unlink(from: ring)
+            }
+        }
+    }
+
+    /// Every item's deadline that /proc/keys shows, by serial (one read of /proc/keys).
+    static func shownExpiries() -> [KeySerial: ProcKeysEntry.Expiry] {
+        guard let text = readProcFile("/proc/keys") else { return [:] }
+        var result: [KeySerial: ProcKeysEntry.Expiry] = [:]
+        for entry in ProcKeysEntry.parse(text) { result[entry.serial] = entry.expiry }
+        return result
+    }
+
+    /// One item's deadline, reading /proc/keys: only its own line is parsed (the file
+    /// lists every key the caller can view, and parsing them all cost more than the
+    /// rest of `git-credential-kc get`).
+    static func deadline(of item: KeySerial) -> Deadline? {
+        guard let bytes = readProcBytes("/proc/keys") else { return nil }
+        let hex = String(UInt32(bitPattern: item.rawValue), radix: 16)
+        let prefix = Array((String(repeating: "0", count: max(0, 8 - hex.count)) + hex + " ").utf8)
+        var start = 0
+        while start < bytes.count {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
+            if end - start > prefix.count, bytes[start..<start + prefix.count].elementsEqual(prefix) {
+                let line = String(decoding: bytes[start..<end], as: UTF8.self)
+                guard let shown = ProcKeysEntry(parsing: Substring(line))?.expiry else { return nil }
+                return deadline(of: item, shown: shown)
+            }
+            start = end + 1
+        }
+        return nil
+    }
+}
+
+extension KeySerial {
+    /// A new `user` key holding `bytes`, made whole before anyone can see it: in the
+    /// thread keyring, with `original`'s group and permissions and the deadline
+    /// (recorded). Place it with ``place(in:)``.
+    static func prepare(_ bytes: UnsafeRawBufferPointer, named name: KeyName, like original: KeyDescription,
+                        until deadline: Deadline) throws(KeyctlError) -> KeySerial {
+        let thread = SpecialKeyring.thread.serial
+        let fresh = try KeySerial.add(type: "user", description: name, payload: bytes, into: thread)
+        do {
+            if original.gid != getegid() { try fresh.setGroup(original.gid) }
+            try fresh.setPermissions(original.permissions)
+            let seconds = UInt32(clamping: max(deadline.secondsLeft, 1))
+            try DeadlineRecords.setTimeout(seconds, of: fresh, deadline: deadline)
+        } catch {
+            try? fresh.unlink(from: thread)
+            throw error
+        }
+        return fresh
+    }
+
+    /// Moves a key made by ``prepare(_:named:like:until:)`` into `ring`, displacing the
+    /// key of the same name there in one step. False (and the key dropped) if the ring
+    /// is gone.
+    func place(in ring: KeySerial) throws(KeyctlError) -> Bool {
+        let thread = SpecialKeyring.thread.serial
+        do {
+            try move(from: thread, to: ring, exclusive: false)
+            return true
+        } catch {
+            try? unlink(from: thread)
+            if error.meansKeyIsGone { return false }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,270 @@
+import Keyrings
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// The kernel side of every operation on the caller's own service. Each takes what the
+// public call resolved, changes the kernel only, and never calls the public API.
+
+extension OwnService {
+    /// Finds the item: at its home level first (one search for the service keyring,
+    /// one for the item), then the other levels.
+    ///
+    /// A search from the session keyring also finds rings of the user keyring nested in
+    /// it; with `exactLevel` the home keyring counts only if it is linked in the home
+    /// anchor directly (one more call), so the level found is the item's true level, as
+    /// a journal entry needs. Without it a home hit's level is nil (unknown).
+    func locate(_ key: KeyName, exactLevel: Bool = false) throws(KeychainError) -> LocatedItem? {
+        // The common case, kept free of collections: on this path in a short-lived
+        // process the runtime's first generic-type lookups cost more than the syscalls.
+        var home: KeySerial? = nil
+        if let anchor = try self.home.anchor.serialForReading() {
+            home = try ServiceKeyring.find(service: name, marker: self.home.marker, under: anchor)
+            if exactLevel, let found = home, try !Placement.isLinked(found, in: anchor) { home = nil }
+        }
+        if let home, let item = try Placement.search(ring: home, for: key) {
+            return LocatedItem(ring: home, item: item, accessibility: exactLevel ? self.home : nil)
+        }
+        for ring in try ServiceKeyring.rings(of: name, startingWith: self.home) where ring.serial != home {
+            if let item = try Placement.search(ring: ring.serial, for: key) {
+                return LocatedItem(ring: ring.serial, item: item, accessibility: ring.accessibility)
+            }
+        }
+        return nil
+    }
+
+    /// Stores the value at the home level, expiring at `deadline` (nil: never).
+    ///
+    /// An item is one kernel key. If it exists at another level, that same key is moved
+    /// here (`keyctl_move`) and updated, so it is never absent in between. Writers at two
+    /// levels racing on a new item can each add a key; then every writer, after its own
+    /// write, keeps the copy with the lowest serial and unlinks the others. Every unlink
+    /// is justified by a lower serial that existed when it was decided, so the lowest
+    /// never goes: some item always survives, and exactly one is left when they are done.
+    func store(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
+        if deadline == nil, accessGroup == nil, try updateInPlace(bytes, forKey: key) { return }
+
+        let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home)
+        let sharing = try sharingForWrite(rings: rings.map(\.serial))
+        let previous = try gather(key, into: homeRing, from: rings)
+        do throws(KeyctlError) {
+            let item: KeySerial
+            if let deadline {
+                // Made whole with its deadline before it is placed: an update would
+                // leave the value without expiry until the timeout is set again.
+                let like = KeyDescription(type: "user", uid: geteuid(), gid: sharing?.group.gid ?? getegid(),
+                                          permissions: sharing?.permissions(for: .item) ?? .ownerOnly, description: key)
+                let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline)
+                guard try fresh.place(in: homeRing.serial) else { return }
+                item = fresh
+            } else {
+                // The kernel's add_key leaves a created or updated key without expiry,
+                // so a store without a deadline needs no keyctl_set_timeout.
+                item = try KeySerial.add(type: "user", description: key, payload: bytes, into: homeRing.serial)
+            }
+            // Displaced by the new key, or updated (which cleared its expiry).
+            if let previous { DeadlineRecords.forget([previous]) }
+            do throws(KeyctlError) {
+                if deadline == nil {
+                    if let sharing { try Sharing.apply(sharing, to: item, as: .item) } else { try item.setPermissions(.ownerOnly) }
+                }
+                // A share or unshare of the service may have run since its sharing was
+                // read: the item follows its keyring as it is now. (Unshare changes the
+                // keyring before the items, and share goes over the items again after
+                // the keyring, so whichever way they interleave every item ends up as
+                // its keyring.)
+                let now = Sharing(try homeRing.serial.describe())
+                if now != sharing { try Sharing.apply(now, to: item, as: .item) }
+            } catch {
+                // Another process removed the item, or its whole service, between add_key
+                // and here: this set happened, then that removal did (found by the soak
+                // test). A removed key is gone (ENOKEY), or still alive but no longer
+                // possessed (EACCES). The link lists tell which (the owner may read them
+                // without possession): if the key is still linked in its keyring and the
+                // keyring in its anchor, the failure is this write's own.
+                if error.meansKeyIsGone || !Self.isStillLinked(item, in: homeRing) { return }
+                throw error
+            }
+        } catch {
+            // The service keyring was removed after it was found (kc rm of the whole
+            // service, rmdir): this write happened first, then the removal.
+            if error.meansKeyIsGone { return }
+            throw KeychainError(error)
+        }
+        try Placement.keepOneCopy(of: key, in: rings)
+    }
+
+    /// The common write, an existing item at its home level set again: `add_key`
+    /// updates that same key in place, which keeps its permissions, sharing and one home,
+    /// so none of them is looked at again. False when the item is not at home, or the
+    /// key was replaced or removed since the search (`add_key` then made a new one): the
+    /// full store settles that.
+    private func updateInPlace(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName) throws(KeychainError) -> Bool {
+        let anchor = try home.anchor.serialForWriting()
+        guard let ring = try ServiceKeyring.find(service: name, marker: home.marker, under: anchor),
+              try Placement.isLinked(ring, in: anchor),
+              let existing = try Placement.search(ring: ring, for: key)
+        else { return false }
+        let updated: KeySerial
+        do {
+            updated = try KeySerial.add(type: "user", description: key, payload: bytes, into: ring)
+        } catch {
+            if error.meansKeyIsGone { return false }
+            throw KeychainError(error)
+        }
+        guard updated == existing else { return false }
+        DeadlineRecords.forget([existing])  // the update cleared the key's expiry
+        return true
+    }
+
+    /// Whether `item` is linked in `ring` and `ring` in its anchor. False also when a
+    /// list cannot be read (a keyring that is gone).
+    private static func isStillLinked(_ item: KeySerial, in ring: ServiceKeyring) -> Bool {
+        guard let anchor = try? ring.anchor.serial(),
+              let rings = try? anchor.linkedKeys(), rings.contains(ring.serial),
+              let items = try? ring.serial.linkedKeys()
+        else { return false }
+        return items.contains(item)
+    }
+
+    /// Before a write: the item's copy with the lowest serial is moved into `home` (the
+    /// same key, so level changes keep it), and any other copy is unlinked.
+    /// Returns the key kept, if there was one.
+    private func gather(_ key: KeyName, into home: ServiceKeyring, from rings: [ServiceKeyring]) throws(KeychainError) -> KeySerial? {
+        let found = try Placement.copies(of: key, in: rings)
+        guard let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return nil }
+        try Placement.unlink(found.filter { $0.item != keep.item })
+        guard keep.ring != home else { return keep.item }
+        do {
+            try keep.item.move(from: keep.ring.serial, to: home.serial, exclusive: true)
+        } catch {
+            // Moved or removed by another writer, or a concurrent writer added one at
+            // home: the write goes ahead and the copies are settled afterwards.
+            let settledLater: [Errno] = [.noSuchFileOrDirectory, .fileExists]
+            if !error.meansKeyIsGone && !settledLater.contains(error.errno) { throw KeychainError(error) }
+        }
+        return keep.item
+    }
+
+    /// Moves the item to the home level: the same kernel key changes keyring
+    /// (`keyctl_move`), so its value, deadline and serial stay. False if there is none.
+    func moveHome(_ key: KeyName) throws(KeychainError) -> Bool {
+        let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home)
+        let sharing = try sharingForWrite(rings: rings.map(\.serial))
+        for _ in 0..<8 {
+            let found = try Placement.copies(of: key, in: rings)
+            guard let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return false }
+            if keep.ring == homeRing { break }
+            do throws(KeyctlError) {
+                // Not exclusive: a key of the same name at home is displaced, which is
+                // the one-item rule (the moved key is the item).
+                try keep.item.move(from: keep.ring.serial, to: homeRing.serial, exclusive: false)
+                if let sharing { try Sharing.apply(sharing, to: keep.item, as: .item) }
+                break
+            } catch {
+                if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { continue }  // raced: look again
+                throw KeychainError(error)
+            }
+        }
+        try Placement.keepOneCopy(of: key, in: rings)
+        return true
+    }
+
+    /// Sets (or with nil, clears) the kernel expiry of a found item, recording the
+    /// deadline exactly. False if it vanished.
+    func setDeadline(_ deadline: Deadline?, of located: LocatedItem) throws(KeychainError) -> Bool {
+        let seconds = deadline.map { UInt32(clamping: max($0.secondsLeft, 1)) } ?? 0
+        do {
+            return try unlessGone { () throws(KeyctlError) in
+                try DeadlineRecords.setTimeout(seconds, of: located.item, deadline: deadline)
+            } != nil
+        } catch {
+            throw KeychainError(error)
+        }
+    }
+
+    /// Removes every copy of the item. Returns whether there was one.
+    func remove(_ key: KeyName) throws(KeychainError) -> Bool {
+        var removed: [KeySerial] = []
+        for copy in try Placement.copies(of: key, in: ServiceKeyring.rings(of: name, startingWith: home)) {
+            if try unlinkIgnoringGone(copy.item, from: copy.ring.serial) { removed.append(copy.item) }
+        }
+        DeadlineRecords.forget(removed)
+        return !removed.isEmpty
+    }
+
+    /// Removes a found item from its keyring. Returns whether this call removed it.
+    func remove(_ located: LocatedItem) throws(KeychainError) -> Bool {
+        guard try unlinkIgnoringGone(located.item, from: located.ring) else { return false }
+        DeadlineRecords.forget([located.item])
+        return true
+    }
+
+    /// Clears and unlinks every keyring of the service.
+    func removeAll() throws(KeychainError) {
+        for ring in try ServiceKeyring.rings(of: name, startingWith: home) {
+            DeadlineRecords.forget((try? ring.serial.linkedKeys()) ?? [])
+            do throws(KeyctlError) {
+                _ = try unlessGone { () throws(KeyctlError) in try ring.serial.clear() }
+            } catch {
+                throw KeychainError(error)
+            }
+            _ = try unlinkIgnoringGone(ring.serial, from: ring.anchor.serial())
+        }
+    }
+
+    /// Moves a found item (at `level`) into `target`'s keyring at that level under the
+    /// same name: the same key, so it keeps its serial, value and deadline.
+    func move(_ located: LocatedItem, at level: Accessibility, named key: KeyName, to target: OwnService) throws(KeychainError) -> Bool {
+        let destination = try ServiceKeyring.findOrCreate(service: target.name, marker: level.marker, anchor: level.anchor)
+        do {
+            try located.item.move(from: located.ring, to: destination.serial, exclusive: true)
+        } catch {
+            if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { return false }
+            if error.errno == .fileExists { throw .alreadyExists(service: target.name.description, name: key.description) }
+            throw KeychainError(error)
+        }
+        return true
+    }
+
+    /// Renames the whole service: each of its keyrings gets a new one at the same level
+    /// under the new name and every key moves over (`keyctl_move`), so every item keeps
+    /// its serial, level, device-only flag and deadline.
+    func rename(to newService: KeyName) throws(KeychainError) {
+        let rings = try ServiceKeyring.rings(of: name, startingWith: home)
+        guard !rings.isEmpty else { throw .noSuchService(name.description) }
+        for ring in rings {
+            let destination = try ServiceKeyring.findOrCreate(service: newService, marker: ring.marker, anchor: ring.anchor)
+            do throws(KeyctlError) {
+                if let sharing = Sharing(try ring.serial.describe()) { try Sharing.apply(sharing, to: destination.serial, as: .keyring) }
+                for key in try unlessGone({ () throws(KeyctlError) in try ring.serial.linkedKeys() }) ?? [] {
+                    do {
+                        try key.move(from: ring.serial, to: destination.serial, exclusive: true)
+                    } catch {
+                        if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { continue }
+                        throw error
+                    }
+                }
+            } catch {
+                throw KeychainError(error)
+            }
+            _ = try unlinkIgnoringGone(ring.serial, from: ring.anchor.serial())
+        }
+    }
+
+    /// Creates the service's keyring at the home level, if it has none there yet
+    /// (race-free, as for the first item written).
+    func create() throws(KeychainError) {
+        _ = try ServiceKeyring.findOrCreate(service: name, marker: home.marker, anchor: home.anchor)
+    }
+
+    /// Whether the service has a keyring at any level (it may hold no items). Stops at
+    /// the first keyring found, so the common case is one `keyctl_search`.
+    func exists() throws(KeychainError) -> Bool {
+        try !ServiceKeyring.rings(of: name, startingWith: home, stopAtFirst: true).isEmpty
+    }
+}

@@ -1,0 +1,147 @@
+import Keyrings
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// The placement layer: the only code that touches service keyrings, item keys and the
+// deadline table (``DeadlineRecords``). It changes the kernel and nothing else: the
+// public ``Keychain`` resolves (``ServiceRings``), asks its journal to stage, calls
+// this, and commits. The vault's unlock loads through it too.
+
+/// What every placement operation shares: finding keys in a ring.
+internal enum Placement {
+    /// Searches one service keyring for the item.
+    ///
+    /// A key that `keyctl add` put there keeps keyctl's default mask (possessor: all;
+    /// owner: view only), so only a possessor may search and read it. A service under
+    /// the user keyring is possessed only if that keyring is reachable from this
+    /// thread's keyrings, which a fresh session or a service does not give; on EACCES
+    /// the user keyring is linked into the thread keyring (as writes do) and the search
+    /// is made again. Such keys are still the caller's own.
+    ///
+    /// On `kc get`'s path: no closure or nested optional here, whose generic metadata the
+    /// runtime would build by name at first use (about 40,000 instructions, 6% of a
+    /// `kc get`, measured with callgrind). `KeySerial.search` already answers nil for a
+    /// key that vanished.
+    ///
+    /// If the search is still refused, a key of that name that the caller may not search
+    /// is in the way: one another uid put there (a member of a share that kc before 0.3
+    /// let write the keyring). The caller's own key, if any, is then found in the link
+    /// list, and the other uid's is unlinked: a service holds only its owner's keys.
+    static func search(ring: KeySerial, for key: KeyName) throws(KeychainError) -> KeySerial? {
+        do {
+            return try ring.search(type: "user", description: key)
+        } catch where error.errno == .permissionDenied {
+            guard (try? Anchor.user.serialForWriting()) != nil else { throw KeychainError(error) }
+            do {
+                return try ring.search(type: "user", description: key)
+            } catch where error.errno == .permissionDenied {
+                do {
+                    return try ownLinkedKey(type: "user", description: key, in: ring, unlinkingOthers: true)
+                } catch {
+                    throw KeychainError(error)
+                }
+            } catch {
+                throw KeychainError(error)
+            }
+        } catch {
+            throw KeychainError(error)
+        }
+    }
+
+    /// Finds the item in whichever of the caller's services holds it (services in name order).
+    static func locateInAnyService(_ key: KeyName) throws(KeychainError) -> LocatedItem? {
+        for (_, ring) in try ServiceKeyring.everywhere().sorted(by: { $0.name < $1.name }) {
+            if let item = try search(ring: ring.serial, for: key) {
+                return LocatedItem(ring: ring.serial, item: item, accessibility: ring.accessibility)
+            }
+        }
+        return nil
+    }
+
+    /// Every key named `key` in the rings, with its ring. Normally one; two while
+    /// writers at two levels race (see ``OwnService/store(_:forKey:until:)``).
+    static func copies(of key: KeyName, in rings: [ServiceKeyring]) throws(KeychainError) -> [(ring: ServiceKeyring, item: KeySerial)] {
+        var found: [(ring: ServiceKeyring, item: KeySerial)] = []
+        for ring in rings {
+            if let item = try search(ring: ring.serial, for: key) { found.append((ring, item)) }
+        }
+        return found
+    }
+
+    /// The item's value, or nil if it vanished. The caller zeroes it when done.
+    static func value(of item: KeySerial) throws(KeychainError) -> [UInt8]? {
+        do {
+            return try unlessGone { () throws(KeyctlError) in try item.read() }
+        } catch {
+            throw KeychainError(error)
+        }
+    }
+
+    /// Whether `ring` is linked directly in `anchor` (a search from the session keyring
+    /// also finds rings of the user keyring nested in it).
+    static func isLinked(_ ring: KeySerial, in anchor: KeySerial) throws(KeychainError) -> Bool {
+        do {
+            return try anchor.linkedKeys().contains(ring)
+        } catch {
+            throw KeychainError(error)
+        }
+    }
+
+    /// Replaces the value of a found item, keeping everything else about it exactly:
+    /// its level, device-only flag, `deadline` (its recorded one), owner and sharing.
+    /// False, storing nothing, if it vanished.
+    ///
+    /// An item without expiry is updated in place (`keyctl_update`, which needs write
+    /// permission: kc's items grant it to their owner). The kernel's update of a `user`
+    /// key also clears its expiry, so an item with a deadline is replaced by a new key
+    /// made whole first (value, permissions, the same deadline) in the thread keyring
+    /// and moved over the old one (`keyctl_move`, which displaces it atomically): the
+    /// secret is never without its deadline, even if the process is killed midway.
+    static func replace(_ bytes: UnsafeRawBufferPointer, of located: LocatedItem, named key: KeyName,
+                        deadline: Deadline?) throws(KeychainError) -> Bool {
+        do throws(KeyctlError) {
+            guard let deadline else {
+                return try unlessGone { () throws(KeyctlError) in try located.item.update(payload: bytes) } != nil
+            }
+            guard let info = try unlessGone({ () throws(KeyctlError) in try located.item.describe() }) else { return false }
+            let fresh = try KeySerial.prepare(bytes, named: key, like: info, until: deadline)
+            guard try fresh.place(in: located.ring) else { return false }
+            DeadlineRecords.forget([located.item])  // displaced by the new key
+            return true
+        } catch {
+            throw KeychainError(error)
+        }
+    }
+
+    /// Unlinks copies of an item that lost to the kept one, and their deadline records.
+    static func unlink(_ copies: [(ring: ServiceKeyring, item: KeySerial)]) throws(KeychainError) {
+        var unlinked: [KeySerial] = []
+        for copy in copies where try unlinkIgnoringGone(copy.item, from: copy.ring.serial) { unlinked.append(copy.item) }
+        DeadlineRecords.forget(unlinked)
+    }
+
+    /// After a write: one copy stays, the one with the lowest serial.
+    static func keepOneCopy(of key: KeyName, in rings: [ServiceKeyring]) throws(KeychainError) {
+        let found = try copies(of: key, in: rings)
+        guard found.count > 1, let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return }
+        try unlink(found.filter { $0.item != keep.item })
+    }
+}
+
+/// Unlinks a key, treating one that is already gone or no longer linked there as done.
+/// Returns whether this call removed the link.
+@discardableResult
+internal func unlinkIgnoringGone(_ key: KeySerial, from keyring: KeySerial) throws(KeychainError) -> Bool {
+    do {
+        try key.unlink(from: keyring)
+        return true
+    } catch {
+        if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { return false }
+        throw KeychainError(error)
+    }
+}

@@ -1,0 +1,60 @@
+import Keyrings
+
+/// Where one operation's items live, resolved once at the start of each public
+/// ``Keychain`` call ("resolve, then act") and handed down: nothing below resolves again.
+internal enum ServiceRings {
+    /// The caller's own service (it may not exist yet).
+    case own(OwnService)
+    /// Another user's service, shared with the caller through a group.
+    case shared(SharedService)
+    /// ``Keychain/anyService``: whichever of the caller's services holds the item.
+    case anyService
+}
+
+/// The caller's own service, and what governs writes to it: the level that is its home
+/// (searched first, and where writes put items) and the sharing policy of the keychain
+/// that resolved it.
+internal struct OwnService: Sendable {
+    var name: KeyName
+    var home: Accessibility
+    /// The group a write shares the service with (see ``Keychain/accessGroup``).
+    var accessGroup: AccessGroup? = nil
+    /// Whether a write that first shares the service lets the group change items.
+    var groupWritable: Bool = false
+
+    /// The same service, with `level` as its home.
+    func at(_ level: Accessibility) -> OwnService {
+        var copy = self
+        copy.home = level
+        return copy
+    }
+}
+
+/// An item found in the kernel: its key and the keyring it is linked in, and its level
+/// where it is known exactly (see ``OwnService/locate(_:exactLevel:)``); nil for
+/// another user's item.
+internal struct LocatedItem {
+    var ring: KeySerial
+    var item: KeySerial
+    var accessibility: Accessibility?
+}
+
+extension Keychain {
+    /// The one resolution of this keychain into where its items live. Only a keychain
+    /// with an access group or an owner pays for finding another user's service.
+    internal func resolve(forWriting: Bool) throws(KeychainError) -> ServiceRings {
+        guard let service = serviceName else { return .anyService }
+        if reachesShared, let shared = try sharedService(forWriting: forWriting) { return .shared(shared) }
+        return .own(OwnService(name: service, home: accessibility, accessGroup: accessGroup, groupWritable: groupWritable))
+    }
+
+    /// The caller's own service, for what only its owner may do (`action` completes
+    /// the refusal "only OWNER ... can").
+    internal func ownService(toDo action: String) throws(KeychainError) -> OwnService {
+        switch try resolve(forWriting: true) {
+        case .anyService: throw .serviceRequired
+        case .shared(let shared): throw .ownerOnly(shared, action: action)
+        case .own(let own): return own
+        }
+    }
+}

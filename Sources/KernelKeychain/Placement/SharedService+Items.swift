@@ -1,0 +1,109 @@
+import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// The kernel side of a member's operations on another user's shared service, and of
+// the sharing an owner's write gives a new item.
+
+extension SharedService {
+    /// Finds an item in the shared service. `group` names the access group the caller
+    /// reached it through, for the refusal if it was unshared meanwhile.
+    func locate(_ key: KeyName, group: String?) throws(KeychainError) -> LocatedItem? {
+        for ring in rings {
+            do {
+                // Only the owner's own key is the owner's item.
+                if let item = try ring.serial.search(type: "user", description: key),
+                   (try? item.describe().uid) == owner {
+                    return LocatedItem(ring: ring.serial, item: item, accessibility: nil)
+                }
+            } catch {
+                // Unshared between the scan and the search.
+                if error.errno == .permissionDenied { throw .notShared(service: service.description, group: group, owner: ownerName) }
+                throw KeychainError(error)
+            }
+        }
+        // A search answers "none" for a keyring that has died, too: tell the two apart.
+        if rings.allSatisfy({ (try? $0.serial.describe()) == nil }) { throw .sharedServiceGone(self) }
+        return nil
+    }
+
+    /// A member's write: the item must exist (only its owner adds items, which keeps
+    /// every key of the service in the owner's quota and under the owner's control),
+    /// and its value is replaced in place, keeping owner, permissions and expiry.
+    func update(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, group: String?) throws(KeychainError) {
+        guard sharing.isGroupWritable else { throw .sharedReadOnly(self) }
+        guard let located = try locate(key, group: group) else { throw .ownerOnly(self, action: "add items") }
+        do {
+            try located.item.update(payload: bytes)
+        } catch {
+            if error.meansKeyIsGone { throw .ownerOnly(self, action: "add items") }
+            throw KeychainError(error)
+        }
+    }
+
+    /// A member's save of an existing item, keeping its deadline (which the member
+    /// reads from /proc/keys: the owner's records are the owner's). False if it is gone.
+    func replace(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, group: String?) throws(KeychainError) -> Bool {
+        guard let located = try locate(key, group: group) else { return false }
+        guard sharing.isGroupWritable else { throw .sharedReadOnly(self) }
+        return try Placement.replace(bytes, of: located, named: key, deadline: DeadlineRecords.deadline(of: located.item))
+    }
+
+    /// A member's removal: never allowed. Removing takes write on the owner's keyring,
+    /// which would also let members link keys of their own into it (see ``Sharing``).
+    func refuseRemoval() throws(KeychainError) -> Never {
+        guard sharing.isGroupWritable else { throw .sharedReadOnly(self) }
+        throw .ownerOnly(self, action: "remove items")
+    }
+}
+
+extension OwnService {
+    /// The sharing an owner's write gives the new item. A keychain with an access group
+    /// shares a private service first; a ring just made at a new level joins the
+    /// sharing of the service's other rings.
+    ///
+    /// Each ring is described once: deciding from one read and acting on another would
+    /// let a write re-share a keyring that an `unshare` stripped in between. A ring that
+    /// joins is checked against its source afterwards and made private again if the
+    /// source was unshared meanwhile (`unshare` strips every keyring twice before the
+    /// items, so one of the two sees the join).
+    func sharingForWrite(rings: [KeySerial]) throws(KeychainError) -> Sharing? {
+        var states: [(ring: KeySerial, sharing: Sharing?)] = []
+        for ring in rings {
+            do {
+                states.append((ring, Sharing(try ring.describe())))
+            } catch {
+                if !error.meansKeyIsGone { throw KeychainError(error) }
+            }
+        }
+        let source = states.first { $0.sharing != nil }
+        if let group = accessGroup {
+            if let current = source?.sharing {
+                guard current.group.gid == group.gid else {
+                    throw .sharedWithAnotherGroup(service: name.description, current: current.group, requested: group)
+                }
+            } else {
+                let sharing = Sharing(group: group, isGroupWritable: groupWritable)
+                try Keychain.apply(sharing, to: rings)
+                return sharing
+            }
+        }
+        guard let source, let current = source.sharing else { return nil }
+        for (ring, sharing) in states where sharing == nil {
+            do throws(KeyctlError) {
+                try Sharing.apply(current, to: ring, as: .keyring)
+                if Sharing(try source.ring.describe()) == nil {
+                    try Sharing.apply(nil, to: ring, as: .keyring)
+                    return nil
+                }
+            } catch {
+                if !error.meansKeyIsGone { throw KeychainError(error) }
+            }
+        }
+        return current
+    }
+}

@@ -45,92 +45,101 @@ final class VaultJournalOrderTests: VaultTestCase {
         try Keychain(service: service).string(forKey: name)
     }
 
-    func testASaveThroughTheMountOnAFullDiskFailsAtCloseAndTheKernelKeepsTheOldValue() throws {
+    /// A write through the mount on a full vault disk: `write` makes it and says whether it
+    /// failed and how. It must fail, change no vault file and leave nothing in tmp/.
+    /// `inKernel` then checks the kernel (given the mount, the service and how the write
+    /// failed); the space is given back, and after a reboot and `kc unlock` (every file
+    /// readable) `afterReboot` checks what came back.
+    private func refusedOnAFullDisk(_ write: (MountFixture, String) throws -> (failed: Bool, how: String),
+                                    inKernel: (MountFixture, String, String) throws -> Void,
+                                    afterReboot: (String) throws -> Void) throws {
         let (vault, mount, service) = try fullVaultDisk()
         let before = try vault.digest()
-
-        let (fd, opened) = FileOps.open(mount.file(service, "token"), O_WRONLY | O_TRUNC)
-        XCTAssertEqual(errnoName(opened), errnoName(0), "open")
-        guard fd >= 0 else { return }
-        XCTAssertEqual(errnoName(FileOps.write(fd, newValue)), errnoName(0), "the write is kept until close")
-        let closed = FileOps.close(fd)
-        XCTAssertNotEqual(closed, 0, "close reports that the value could not be saved")
-        let kernel = try value(service)
-        XCTAssertEqual(kernel, oldValue, "a save the vault cannot hold is not made in the kernel either (close gave \(errnoName(closed)))")
-        XCTAssertEqual(try vault.digest(), before, "the vault file is unchanged")
+        let (failed, how) = try write(mount, service)
+        XCTAssertTrue(failed, "the write is refused: \(how)")
+        try inKernel(mount, service, how)
+        XCTAssertEqual(try vault.digest(), before, "no vault file changed")
         XCTAssertEqual(vault.stagedFiles(), [], "no half-written file is left in tmp/")
 
         try freeSpace(vault)
         let report = try rebootAndUnlock(vault)
         XCTAssertEqual(report?.unreadableFiles, [])
-        let after = try value(service)
-        XCTAssertEqual(after, oldValue, "the old value comes back after a reboot")
-        XCTAssertEqual(after, kernel, "what comes back after a reboot is what the kernel held: they agreed")
+        try afterReboot(service)
+    }
+
+    /// open, write and close of `path` through the mount: close's errno (open and write
+    /// must succeed: the value is stored when the file is closed).
+    private func closeError(saving value: String, to path: String, flags: Int32) -> (failed: Bool, how: String) {
+        let (fd, opened) = FileOps.open(path, flags)
+        XCTAssertEqual(errnoName(opened), errnoName(0), "open")
+        guard fd >= 0 else { return (true, "open gave \(errnoName(opened))") }
+        XCTAssertEqual(errnoName(FileOps.write(fd, value)), errnoName(0), "the write is kept until close")
+        let closed = FileOps.close(fd)
+        return (closed != 0, "close gave \(errnoName(closed))")
+    }
+
+    /// `setfattr -n NAME -v VALUE` of the item `token` through the mount.
+    private func setfattr(_ name: String, _ value: String, _ mount: MountFixture, _ service: String) throws -> (failed: Bool, how: String) {
+        let change = try runCommand("/usr/bin/setfattr", ["-n", name, "-v", value, mount.file(service, "token")])
+        return (change.status != 0, "\(change)")
+    }
+
+    func testASaveThroughTheMountOnAFullDiskFailsAtCloseAndTheKernelKeepsTheOldValue() throws {
+        var kernel: String?
+        try refusedOnAFullDisk({ mount, service in
+            closeError(saving: newValue, to: mount.file(service, "token"), flags: O_WRONLY | O_TRUNC)
+        }, inKernel: { _, service, how in
+            kernel = try value(service)
+            XCTAssertEqual(kernel, oldValue, "a save the vault cannot hold is not made in the kernel either (\(how))")
+        }, afterReboot: { service in
+            let after = try value(service)
+            XCTAssertEqual(after, oldValue, "the old value comes back after a reboot")
+            XCTAssertEqual(after, kernel, "what comes back after a reboot is what the kernel held: they agreed")
+        })
     }
 
     func testANewFileSavedThroughTheMountOnAFullDiskFailsAtCloseAndIsNowhere() throws {
-        let (vault, mount, service) = try fullVaultDisk()
-        let before = try vault.digest()
-
-        let (fd, opened) = FileOps.open(mount.file(service, "new-item"), O_WRONLY | O_CREAT | O_TRUNC)
-        XCTAssertEqual(errnoName(opened), errnoName(0), "open")
-        guard fd >= 0 else { return }
-        XCTAssertEqual(errnoName(FileOps.write(fd, "never stored")), errnoName(0), "the write is kept until close")
-        let closed = FileOps.close(fd)
-        XCTAssertNotEqual(closed, 0, "close reports that the new item could not be saved")
-        XCTAssertNil(try Keychain(service: service).data(forKey: "new-item"),
-                     "a new item the vault cannot hold is not made in the kernel either (close gave \(errnoName(closed)))")
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mount.file(service)), ["token"],
-                       "ls of the mount does not show it once it is closed")
-        XCTAssertEqual(try vault.digest(), before, "no vault file changed")
-        XCTAssertEqual(vault.stagedFiles(), [], "no half-written file is left in tmp/")
-
-        try freeSpace(vault)
-        let report = try rebootAndUnlock(vault)
-        XCTAssertEqual(report?.unreadableFiles, [])
-        XCTAssertEqual(try Keychain(service: service).allKeys(), ["token"], "after a reboot: only the item that was saved")
-        XCTAssertEqual(try value(service), oldValue)
+        try refusedOnAFullDisk({ mount, service in
+            closeError(saving: "never stored", to: mount.file(service, "new-item"), flags: O_WRONLY | O_CREAT | O_TRUNC)
+        }, inKernel: { mount, service, how in
+            XCTAssertNil(try Keychain(service: service).data(forKey: "new-item"), "a new item the vault cannot hold is not made in the kernel either (\(how))")
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mount.file(service)), ["token"],
+                           "ls of the mount does not show it once it is closed")
+        }, afterReboot: { service in
+            XCTAssertEqual(try Keychain(service: service).allKeys(), ["token"], "after a reboot: only the item that was saved")
+            XCTAssertEqual(try value(service), oldValue)
+        })
     }
 
     func testALevelChangeBySetfattrOnAFullDiskIsRefusedAndTheKernelKeepsTheLevel() throws {
-        let (vault, mount, service) = try fullVaultDisk()
-        let before = try vault.digest()
-
-        let change = try runCommand("/usr/bin/setfattr", ["-n", "user.kc.access", "-v", "after-first-unlock", mount.file(service, "token")])
-        XCTAssertNotEqual(change.status, 0, "setfattr is refused: \(change)")
-        let item = try XCTUnwrap(try Keychain(service: service).item("token"))
-        XCTAssertEqual(item.accessibility, .whenUnlocked, "a level move the vault cannot save is not made in the kernel either (\(change.standardError))")
-        XCTAssertEqual(try value(service), oldValue)
-        XCTAssertEqual(try vault.digest(), before, "no vault file changed")
-        XCTAssertEqual(vault.stagedFiles(), [], "no half-written file is left in tmp/")
-
-        try freeSpace(vault)
-        let report = try rebootAndUnlock(vault)
-        XCTAssertEqual(report?.unreadableFiles, [])
-        let after = try XCTUnwrap(try Keychain(service: service).item("token"))
-        XCTAssertEqual(after.accessibility, .whenUnlocked, "after a reboot the item is at its old level")
-        XCTAssertEqual(after.accessibility, item.accessibility, "what comes back after a reboot is the level the kernel held: they agreed")
-        XCTAssertEqual(try value(service), oldValue)
+        var kernel: Accessibility?
+        try refusedOnAFullDisk({ mount, service in
+            try setfattr("user.kc.access", "after-first-unlock", mount, service)
+        }, inKernel: { _, service, how in
+            kernel = try Keychain(service: service).item("token")?.accessibility
+            XCTAssertEqual(kernel, .whenUnlocked, "a level move the vault cannot save is not made in the kernel either (\(how))")
+            XCTAssertEqual(try value(service), oldValue)
+        }, afterReboot: { service in
+            let after = try Keychain(service: service).item("token")?.accessibility
+            XCTAssertEqual(after, .whenUnlocked, "after a reboot the item is at its old level")
+            XCTAssertEqual(after, kernel, "what comes back after a reboot is the level the kernel held: they agreed")
+            XCTAssertEqual(try value(service), oldValue)
+        })
     }
 
     func testATimeoutChangeBySetfattrOnAFullDiskIsRefusedAndTheKernelKeepsNoDeadline() throws {
-        let (vault, mount, service) = try fullVaultDisk()
-        let before = try vault.digest()
-
-        let change = try runCommand("/usr/bin/setfattr", ["-n", "user.kc.timeout", "-v", "600", mount.file(service, "token")])
-        XCTAssertNotEqual(change.status, 0, "setfattr is refused: \(change)")
-        let item = try XCTUnwrap(try Keychain(service: service).item("token"))
-        XCTAssertNil(item.secondsLeft, "a deadline the vault cannot save is not set in the kernel either (\(change.standardError))")
-        XCTAssertEqual(try vault.digest(), before, "no vault file changed")
-        XCTAssertEqual(vault.stagedFiles(), [], "no half-written file is left in tmp/")
-
-        try freeSpace(vault)
-        let report = try rebootAndUnlock(vault)
-        XCTAssertEqual(report?.unreadableFiles, [])
-        let after = try XCTUnwrap(try Keychain(service: service).item("token"))
-        XCTAssertNil(after.secondsLeft, "after a reboot the item has no deadline, as before")
-        XCTAssertEqual(after.secondsLeft == nil, item.secondsLeft == nil,
-                       "what comes back after a reboot is what the kernel held: they agreed (kernel: \(String(describing: item.secondsLeft)) s left)")
+        var kernel: UInt64?
+        try refusedOnAFullDisk({ mount, service in
+            try setfattr("user.kc.timeout", "600", mount, service)
+        }, inKernel: { _, service, how in
+            kernel = try XCTUnwrap(try Keychain(service: service).item("token")).secondsLeft
+            XCTAssertNil(kernel, "a deadline the vault cannot save is not set in the kernel either (\(how))")
+        }, afterReboot: { service in
+            let after = try XCTUnwrap(try Keychain(service: service).item("token")).secondsLeft
+            XCTAssertNil(after, "after a reboot the item has no deadline, as before")
+            XCTAssertEqual(after == nil, kernel == nil,
+                           "what comes back after a reboot is what the kernel held: they agreed (kernel: \(String(describing: kernel)) s left)")
+        })
     }
 
     // MARK: No inode left
@@ -182,25 +191,26 @@ final class VaultJournalOrderTests: VaultTestCase {
         }
     }
 
-    /// `kc set SERVICE token` of `value`, killed (SIGKILL) as it enters its first rename:
-    /// the vault file's commit. strace dies of the same signal.
-    private func setKilledAtTheCommit(_ vault: VaultFixture, _ service: String, _ value: String) throws -> CommandResult {
-        try runCommand("/usr/bin/env", ["strace", "-f", "-o", "/dev/null", "-e", "trace=" + renames, "-e", "inject=\(renames):signal=SIGKILL",
-                                        builtKC, "set", service, "token"],
-                       input: Array(value.utf8), environment: vault.environment)
-    }
-
-    func testKcLockAfterAKcSetKilledAtTheCommitKeepsTheKernelsValue() throws {
+    /// A vault holding `service/token` = "old value", then `kc set SERVICE token` of "new
+    /// value" killed (SIGKILL) as it enters its first rename: the vault file's commit
+    /// (strace dies of the same signal). Returns the vault, the service and what the
+    /// kernel holds then, which must be the old or the new value.
+    private func setKilledAtTheCommit() throws -> (vault: VaultFixture, service: String, kernel: String?) {
         try requireStraceInjection()
         let vault = try makeVault()
         let service = uniqueService()
         XCTAssertEqual(try vault.set(service, "token", oldValue).status, 0)
-
-        let killed = try setKilledAtTheCommit(vault, service, newValue)
+        let killed = try runCommand("/usr/bin/env", ["strace", "-f", "-o", "/dev/null", "-e", "trace=" + renames,
+                                                     "-e", "inject=\(renames):signal=SIGKILL", builtKC, "set", service, "token"],
+                                    input: Array(newValue.utf8), environment: vault.environment)
         XCTAssertEqual(killed.status, SIGKILL, "kc set was killed at its rename: \(killed)")
         let kernel = try value(service)
         XCTAssertTrue([oldValue, newValue].contains(kernel), "the kernel holds the old or the new value: \(String(describing: kernel))")
+        return (vault, service, kernel)
+    }
 
+    func testKcLockAfterAKcSetKilledAtTheCommitKeepsTheKernelsValue() throws {
+        let (vault, service, kernel) = try setKilledAtTheCommit()
         let lock = try vault.lock()
         XCTAssertEqual(lock.status, 0, "\(lock)")
         XCTAssertNil(try Keychain(service: service).data(forKey: "token"), "kc lock dropped the when-unlocked item")
@@ -212,16 +222,7 @@ final class VaultJournalOrderTests: VaultTestCase {
     }
 
     func testAKcSetKilledAtTheCommitLeavesTheOldOrTheNewValueAfterAReboot() throws {
-        try requireStraceInjection()
-        let vault = try makeVault()
-        let service = uniqueService()
-        XCTAssertEqual(try vault.set(service, "token", oldValue).status, 0)
-
-        let killed = try setKilledAtTheCommit(vault, service, newValue)
-        XCTAssertEqual(killed.status, SIGKILL, "kc set was killed at its rename: \(killed)")
-        let kernel = try value(service)
-        XCTAssertTrue([oldValue, newValue].contains(kernel), "the kernel holds the old or the new value: \(String(describing: kernel))")
-
+        let (vault, service, _) = try setKilledAtTheCommit()
         let report = try rebootAndUnlock(vault)
         XCTAssertEqual(report?.unreadableFiles, [], "the vault is readable")
         XCTAssertEqual(report?.loadedCount, 1)

@@ -63,6 +63,25 @@ public func isMounted(_ path: String) -> Bool {
     return table.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first == Substring(path) }
 }
 
+/// The live kc-mountd whose last argument is `path` (`kc mount` passes the mount point).
+public func daemonProcess(serving path: String) -> pid_t? {
+    let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return processes.compactMap { pid_t($0) }.first { pid in
+        guard let command = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"), !command.isEmpty else { return false }
+        let arguments = command.split(separator: 0, omittingEmptySubsequences: false).dropLast().map { String(decoding: $0, as: UTF8.self) }
+        return arguments.first?.hasSuffix("/kc-mountd") == true && arguments.last == path
+    }
+}
+
+/// Detaches whatever is still mounted at `path` (a mount whose daemon died, too), so a
+/// failing test leaves nothing behind.
+public func forceUnmount(_ path: String) {
+    while isMounted(path.replacingOccurrences(of: " ", with: "\\040")) || isMounted(path) {
+        guard (try? runCommand("/usr/bin/env", ["fusermount3", "-u", "-z", path]))?.status == 0
+            || (try? runCommand("/bin/umount", ["-l", path]))?.status == 0 else { return }
+    }
+}
+
 /// open/write/close through the mount with plain syscalls; the errno of the first
 /// failing step, or 0.
 public func writeFile(_ path: String, _ bytes: [UInt8], flags: Int32 = O_WRONLY | O_CREAT | O_TRUNC) -> Int32 {

@@ -342,6 +342,39 @@ open class VaultTestCase: MountingTestCase {
         for vault in vaults { vault.dropStash() }
     }
 
+    /// The test's mount (``MountingTestCase/mount()``), served by a daemon that writes
+    /// to `vault`: it is started with the vault's `XDG_DATA_HOME`.
+    public func mount(writingTo vault: VaultFixture) throws -> MountFixture {
+        setenv("XDG_DATA_HOME", vault.dataHome, 1)
+        defer { setenv("XDG_DATA_HOME", Self.noVaultDataHome, 1) }
+        return try mount()
+    }
+
+    /// ``simulateReboot()`` then `kc unlock`, which must succeed: its report.
+    public func rebootAndUnlock(_ vault: VaultFixture, file: StaticString = #filePath, line: UInt = #line) throws -> VaultFixture.UnlockReport? {
+        simulateReboot()
+        let (result, report) = try vault.unlock()
+        XCTAssertEqual(result.status, 0, "\(result)", file: file, line: line)
+        return report
+    }
+
+    /// Mounts a small tmpfs (`options`, e.g. `size=256k` or `nr_inodes=64`) as the
+    /// vault's folder (`XDG_DATA_HOME`), unmounted at tearDown; XCTSkip where it cannot
+    /// be. Make the vault afterwards (``makeVault(create:)`` with `create: false`).
+    public func mountTmpfs(on vault: VaultFixture, options: String) throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to mount a small tmpfs") }
+        let mounted = try runCommand("/bin/mount", ["-t", "tmpfs", "-o", options + ",mode=0700", "tmpfs", vault.dataHome])
+        guard mounted.status == 0 else { throw XCTSkip("cannot mount a tmpfs here: \(mounted.standardError)") }
+        addCleanup { _ = try? runCommand("/bin/umount", [vault.dataHome]) }
+    }
+
+    /// Fills the tmpfs under `vault` (``mountTmpfs(on:options:)``) to its last byte: big
+    /// writes first (`fill`), then byte-sized ones into the last page (`fill2`). Returns
+    /// `df -k`'s line for it, which shows ` 100% `. Removing `fill` gives the space back.
+    public func fillDisk(of vault: VaultFixture) throws -> CommandResult {
+        try runShell("dd if=/dev/zero of='\(vault.dataHome)/fill' bs=64k 2>/dev/null; dd if=/dev/zero of='\(vault.dataHome)/fill2' bs=1 2>/dev/null; df -k '\(vault.dataHome)' | tail -1")
+    }
+
     /// Whether the real age module is built: while the local stand-in
     /// (`Sources/Age/ZZStubForLocalBuild.swift`, no cryptography) is there, tests of
     /// damaged files and of interoperability with `age` mean nothing.

@@ -150,22 +150,4 @@ final class MountAttackTests: MountingTestCase {
             return fields.count > dash + 1 && fields[dash + 1] == "fuse.kc"
         }.count
     }
-
-    /// The live kc-mountd whose last argument is `path`.
-    private func daemonProcess(serving path: String) -> pid_t? {
-        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        return processes.compactMap { pid_t($0) }.first { pid in
-            guard let command = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"), !command.isEmpty else { return false }
-            let arguments = command.split(separator: 0, omittingEmptySubsequences: false).dropLast().map { String(decoding: $0, as: UTF8.self) }
-            return arguments.first?.hasSuffix("/kc-mountd") == true && arguments.last == path
-        }
-    }
-
-    /// Detaches whatever is still mounted at `path`, so a failing test leaves nothing behind.
-    private func forceUnmount(_ path: String) {
-        while isMounted(path.replacingOccurrences(of: " ", with: "\\040")) || isMounted(path) {
-            guard (try? runCommand("/usr/bin/env", ["fusermount3", "-u", "-z", path]))?.status == 0
-                || (try? runCommand("/bin/umount", ["-l", path]))?.status == 0 else { return }
-        }
-    }
 }

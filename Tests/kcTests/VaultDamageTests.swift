@@ -119,16 +119,12 @@ final class VaultDamageTests: VaultTestCase {
     }
 
     func testAFullDiskFailsTheWriteInOneLineAndKeepsTheOldValue() throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root to mount a small tmpfs") }
         let vault = try makeVault(create: false)
-        let mounted = try runCommand("/bin/mount", ["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", vault.dataHome])
-        guard mounted.status == 0 else { throw XCTSkip("cannot mount a tmpfs here: \(mounted.standardError)") }
-        addCleanup { _ = try? runCommand("/bin/umount", [vault.dataHome]) }
+        try mountTmpfs(on: vault, options: "size=256k")
         try vault.create()
         let service = uniqueService()
         XCTAssertEqual(try vault.set(service, "token", "old value").status, 0)
-        // Fill it: big writes first, then byte-sized ones into the last page.
-        let fill = try runShell("dd if=/dev/zero of='\(vault.dataHome)/fill' bs=64k 2>/dev/null; dd if=/dev/zero of='\(vault.dataHome)/fill2' bs=1 2>/dev/null; df -k '\(vault.dataHome)' | tail -1")
+        let fill = try fillDisk(of: vault)
         XCTAssertTrue(fill.output.contains(" 100% "), "the tmpfs is full: \(fill)")
         let before = try vault.digest()
 

@@ -13,20 +13,6 @@ import Glibc
 /// change by extended attribute. Each is checked the way a user would meet it: after a
 /// reboot and `kc unlock`.
 final class VaultWritePathTests: VaultTestCase {
-    /// The test's mount, served by a daemon that writes to `vault`.
-    private func mount(writingTo vault: VaultFixture) throws -> MountFixture {
-        setenv("XDG_DATA_HOME", vault.dataHome, 1)
-        defer { setenv("XDG_DATA_HOME", Self.noVaultDataHome, 1) }
-        return try mount()
-    }
-
-    private func rebootAndUnlock(_ vault: VaultFixture, file: StaticString = #filePath, line: UInt = #line) throws -> VaultFixture.UnlockReport? {
-        simulateReboot()
-        let (result, report) = try vault.unlock()
-        XCTAssertEqual(result.status, 0, "\(result)", file: file, line: line)
-        return report
-    }
-
     func testRemovingAnItemOrAServiceAndMovingALevelKeepTheVaultInStep() throws {
         let vault = try makeVault()
         let mount = try mount(writingTo: vault)

@@ -46,7 +46,7 @@ extension OwnService {
     /// is justified by a lower serial that existed when it was decided, so the lowest
     /// never goes: some item always survives, and exactly one is left when they are done.
     func store(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
-        if deadline == nil, accessGroup == nil, try updateInPlace(bytes, forKey: key) { return }
+        if accessGroup == nil, try updateAtHome(bytes, forKey: key, until: deadline) { return }
 
         let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home)
         let sharing = try sharingForWrite(rings: rings.map(\.serial))
@@ -98,17 +98,21 @@ extension OwnService {
         try Placement.keepOneCopy(of: key, in: rings)
     }
 
-    /// The common write, an existing item at its home level set again: `add_key`
-    /// updates that same key in place, which keeps its permissions, sharing and one home,
-    /// so none of them is looked at again. False when the item is not at home, or the
-    /// key was replaced or removed since the search (`add_key` then made a new one): the
-    /// full store settles that.
-    private func updateInPlace(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName) throws(KeychainError) -> Bool {
+    /// The common write, an existing item at its home level set again: without a
+    /// deadline `add_key` updates that same key in place; with one, a new key made like
+    /// it is moved over it (``Placement/replace(_:of:named:deadline:)``). Either keeps
+    /// its permissions, sharing and one home, so none of them is looked at again. False
+    /// when the item is not at home, or the key was replaced or removed since the search
+    /// (`add_key` then made a new one): the full store settles that.
+    private func updateAtHome(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) -> Bool {
         let anchor = try home.anchor.serialForWriting()
         guard let ring = try ServiceKeyring.find(service: name, marker: home.marker, under: anchor),
               try Placement.isLinked(ring, in: anchor),
               let existing = try Placement.search(ring: ring, for: key)
         else { return false }
+        if deadline != nil {
+            return try Placement.replace(bytes, of: LocatedItem(ring: ring, item: existing, accessibility: home), named: key, deadline: deadline)
+        }
         let updated: KeySerial
         do {
             updated = try KeySerial.add(type: "user", description: key, payload: bytes, into: ring)

@@ -59,16 +59,21 @@ extension Keychain {
         case .own(let own):
             let journal = try Self.journal()
             return try journal.withLock { () throws(KeychainError) in
-                let kept = journal.keeps(key, in: own.name)
-                guard let located = try own.locate(key, exactLevel: kept) else { return false }
-                let deadline = DeadlineRecords.recordedDeadline(of: located.item)
+                // Where the journal keeps the item at the home level only, a home hit is
+                // at that level: the kernel has a ring there, and a search from the home
+                // anchor finds it before any nested one. Otherwise the level is made sure of.
+                let levels = journal.keptLevels(of: key, in: own.name)
+                let homeIsExact = levels == [own.home]
+                guard let located = try own.locate(key, exactLevel: !levels.isEmpty && !homeIsExact) else { return false }
+                let record = DeadlineRecords.record(of: located.item)
                 var changes: [ItemChange] = []
-                if kept, let level = located.accessibility {
-                    changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: level, deadline: deadline, value: copy))]
+                if !levels.isEmpty, let level = located.accessibility ?? (homeIsExact ? own.home : nil) {
+                    changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: level, deadline: record?.deadline, value: copy))]
                 }
                 return try journal.record(changes, committing: { $0 }) { () throws(KeychainError) in
                     try copy.withValueBytes { bytes throws(KeychainError) in
-                        try Placement.replace(bytes, of: located, named: key, deadline: deadline)
+                        try Placement.replace(bytes, of: located, named: key, deadline: record?.deadline,
+                                              record: record, like: located.likeOwnItem(named: key))
                     }
                 }
             }

@@ -41,9 +41,9 @@ internal protocol ItemJournal {
     func commit(_ staged: Staged) throws(KeychainError)
     /// Drops staged changes (the kernel change did not happen).
     func discard(_ staged: Staged)
-    /// Whether the journal keeps this item: changes to an item it does not keep (one
-    /// stored `--ephemeral`) stay out of it.
-    func keeps(_ name: KeyName, in service: KeyName) -> Bool
+    /// The levels at which the journal keeps this item (normally one; none for an item
+    /// it does not keep, such as one stored `--ephemeral`: changes to it stay out).
+    func keptLevels(of name: KeyName, in service: KeyName) -> [Accessibility]
     /// The names of the service's items the journal keeps.
     func keptNames(in service: KeyName) -> [KeyName]
     /// Whether this journal keeps anything at all (false: no journal, so a write need
@@ -52,6 +52,11 @@ internal protocol ItemJournal {
 }
 
 extension ItemJournal {
+    /// Whether the journal keeps this item.
+    func keeps(_ name: KeyName, in service: KeyName) -> Bool {
+        !keptLevels(of: name, in: service).isEmpty
+    }
+
     /// Stage, apply, commit: `apply` changes the kernel and says whether it changed
     /// anything; if not (the item was not there), the staged change is dropped.
     func record<R>(_ changes: [ItemChange], committing: (R) -> Bool = { _ in true },
@@ -77,7 +82,7 @@ internal struct NoJournal: ItemJournal {
     func stage(_ changes: [ItemChange]) throws(KeychainError) {}
     func commit(_ staged: Void) throws(KeychainError) {}
     func discard(_ staged: Void) {}
-    func keeps(_ name: KeyName, in service: KeyName) -> Bool { false }
+    func keptLevels(of name: KeyName, in service: KeyName) -> [Accessibility] { [] }
     func keptNames(in service: KeyName) -> [KeyName] { [] }
     var persists: Bool { false }
 }

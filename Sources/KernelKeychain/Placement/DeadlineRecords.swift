@@ -28,12 +28,21 @@ internal enum DeadlineRecords {
     /// lengthen a deadline. Records hold no secret; possession is not needed to use them.
     static let recordPermissions: KeyPermissions = .user(.all)
 
+    /// A record found: the deadline, and where the record is, so that a write that
+    /// replaces its item drops it without searching again.
+    struct Record {
+        var deadline: Deadline
+        var key: KeySerial
+        var table: KeySerial
+    }
+
     /// Sets the item's kernel expiry to `seconds` from now (0: none, and the record
     /// goes) and records the deadline first. The kernel call is `keyctl_set_timeout`
-    /// on the item; the record costs a search, an `add_key`, a `keyctl_setperm` and a
-    /// `keyctl_set_timeout`. With `deadline` (a copy of another key's), that moment is
-    /// recorded; `seconds` must then be its time left.
-    static func setTimeout(_ seconds: UInt32, of item: KeySerial, deadline: Deadline? = nil) throws(KeyctlError) {
+    /// on the item; the record costs an `add_key` in the thread keyring, a
+    /// `keyctl_setperm`, a `keyctl_set_timeout` and a `keyctl_move` into `table`
+    /// (found or made if not given). With `deadline` (a copy of another key's), that
+    /// moment is recorded; `seconds` must then be its time left.
+    static func setTimeout(_ seconds: UInt32, of item: KeySerial, deadline: Deadline? = nil, table: KeySerial? = nil) throws(KeyctlError) {
         guard seconds > 0 else {
             try item.setTimeout(seconds: 0)
             forget([item])
@@ -41,7 +50,7 @@ internal enum DeadlineRecords {
         }
         var recorded = Deadline.fromNow(seconds: UInt64(seconds))
         if let deadline, deadline.secondsSinceEpoch <= recorded.secondsSinceEpoch { recorded = deadline }
-        try record(recorded, seconds: seconds, for: item)
+        try record(recorded, seconds: seconds, for: item, in: table)
         do throws(KeyctlError) {
             try item.setTimeout(seconds: seconds)
         } catch {
@@ -50,30 +59,60 @@ internal enum DeadlineRecords {
         }
     }
 
-    private static func record(_ deadline: Deadline, seconds: UInt32, for item: KeySerial) throws(KeyctlError) {
+    /// Writes the record whole in the thread keyring (owner-only, expiring just after
+    /// the item) and moves it into the table, displacing any old record of that serial.
+    private static func record(_ deadline: Deadline, seconds: UInt32, for item: KeySerial, in table: KeySerial?) throws(KeyctlError) {
         let ring: KeySerial
-        do {
-            ring = try findOrCreateKeyring(described: keyringDescription, in: Anchor.user.serialForWriting(),
-                                           permissions: recordPermissions)
-        } catch {
-            throw error.underlying ?? KeyctlError(.permissionDenied, call: "keyctl_search")
+        if let table {
+            ring = table
+        } else {
+            do {
+                ring = try findOrCreateKeyring(described: keyringDescription, in: Anchor.user.serialForWriting(),
+                                               permissions: recordPermissions)
+            } catch {
+                throw error.underlying ?? KeyctlError(.permissionDenied, call: "keyctl_search")
+            }
         }
         var text = Array(String(deadline.secondsSinceEpoch).utf8)
         defer { text.overwriteWithZeros() }
+        let thread = SpecialKeyring.thread.serial
         let record = try text.withUnsafeBytes { bytes in
             Result { () throws(KeyctlError) in
-                try KeySerial.add(type: "user", description: KeyName(String(item.rawValue)), payload: bytes, into: ring)
+                try KeySerial.add(type: "user", description: KeyName(String(item.rawValue)), payload: bytes, into: thread)
             }
         }.get()
-        try record.setPermissions(recordPermissions)
-        try record.setTimeout(seconds: seconds &+ 1 == 0 ? seconds : seconds + 1)
+        do throws(KeyctlError) {
+            try record.setPermissions(recordPermissions)
+            try record.setTimeout(seconds: seconds &+ 1 == 0 ? seconds : seconds + 1)
+            try record.move(from: thread, to: ring, exclusive: false)
+        } catch {
+            try? record.unlink(from: thread)
+            throw error
+        }
     }
 
-    /// The deadline kc recorded for the item, or nil if it set none: what a write
+    /// The record kc made for the item, or nil if it set no deadline: what a write
     /// copies to the item's new key or to its journal entry. A search of `kc.expiry`
-    /// (one call for a user who never set a timeout), and of the record and a read.
+    /// (one call for a user who never set a timeout) and of the record; for a record
+    /// found, a describe (only the caller's own records count) and a read.
+    static func record(of item: KeySerial) -> Record? {
+        guard let table = try? SpecialKeyring.user.serial.search(type: "keyring", description: keyringDescription),
+              let key = try? table.search(type: "user", description: KeyName(String(item.rawValue))),
+              let info = try? key.describe(), info.uid == geteuid(),
+              let text = try? key.withPayload(sizeHint: 32, { String(decoding: $0, as: UTF8.self) }),
+              let seconds = Int64(text)
+        else { return nil }
+        return Record(deadline: Deadline(secondsSinceEpoch: seconds), key: key, table: table)
+    }
+
+    /// The deadline of ``record(of:)``.
     static func recordedDeadline(of item: KeySerial) -> Deadline? {
-        recorded(for: item).map { Deadline(secondsSinceEpoch: $0) }
+        record(of: item)?.deadline
+    }
+
+    /// Drops a record whose item was replaced by a new key.
+    static func drop(_ record: Record) {
+        try? record.key.unlink(from: record.table)
     }
 
     /// The item's deadline given what /proc/keys shows of it: the record's if it agrees,
@@ -153,14 +192,14 @@ extension KeySerial {
     /// thread keyring, with `original`'s group and permissions and the deadline
     /// (recorded). Place it with ``place(in:)``.
     static func prepare(_ bytes: UnsafeRawBufferPointer, named name: KeyName, like original: KeyDescription,
-                        until deadline: Deadline) throws(KeyctlError) -> KeySerial {
+                        until deadline: Deadline, table: KeySerial? = nil) throws(KeyctlError) -> KeySerial {
         let thread = SpecialKeyring.thread.serial
         let fresh = try KeySerial.add(type: "user", description: name, payload: bytes, into: thread)
         do {
             if original.gid != getegid() { try fresh.setGroup(original.gid) }
             try fresh.setPermissions(original.permissions)
             let seconds = UInt32(clamping: max(deadline.secondsLeft, 1))
-            try DeadlineRecords.setTimeout(seconds, of: fresh, deadline: deadline)
+            try DeadlineRecords.setTimeout(seconds, of: fresh, deadline: deadline, table: table)
         } catch {
             try? fresh.unlink(from: thread)
             throw error

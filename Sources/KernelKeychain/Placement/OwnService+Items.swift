@@ -22,12 +22,15 @@ extension OwnService {
         // The common case, kept free of collections: on this path in a short-lived
         // process the runtime's first generic-type lookups cost more than the syscalls.
         var home: KeySerial? = nil
-        if let anchor = try self.home.anchor.serialForReading() {
-            home = try ServiceKeyring.find(service: name, marker: self.home.marker, under: anchor)
-            if exactLevel, let found = home, try !Placement.isLinked(found, in: anchor) { home = nil }
+        var homeInfo: KeyDescription? = nil
+        if let anchor = try self.home.anchor.serialForReading(),
+           let found = try ServiceKeyring.findDescribed(service: name, marker: self.home.marker, under: anchor) {
+            home = found.serial
+            homeInfo = found.info
+            if exactLevel, try !Placement.isLinked(found.serial, in: anchor) { home = nil }
         }
         if let home, let item = try Placement.search(ring: home, for: key) {
-            return LocatedItem(ring: home, item: item, accessibility: exactLevel ? self.home : nil)
+            return LocatedItem(ring: home, item: item, accessibility: exactLevel ? self.home : nil, ringInfo: homeInfo)
         }
         for ring in try ServiceKeyring.rings(of: name, startingWith: self.home) where ring.serial != home {
             if let item = try Placement.search(ring: ring.serial, for: key) {
@@ -106,12 +109,14 @@ extension OwnService {
     /// (`add_key` then made a new one): the full store settles that.
     private func updateAtHome(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) -> Bool {
         let anchor = try home.anchor.serialForWriting()
-        guard let ring = try ServiceKeyring.find(service: name, marker: home.marker, under: anchor),
+        guard let (ring, ringInfo) = try ServiceKeyring.findDescribed(service: name, marker: home.marker, under: anchor),
               try Placement.isLinked(ring, in: anchor),
               let existing = try Placement.search(ring: ring, for: key)
         else { return false }
         if deadline != nil {
-            return try Placement.replace(bytes, of: LocatedItem(ring: ring, item: existing, accessibility: home), named: key, deadline: deadline)
+            let located = LocatedItem(ring: ring, item: existing, accessibility: home, ringInfo: ringInfo)
+            return try Placement.replace(bytes, of: located, named: key, deadline: deadline,
+                                         record: DeadlineRecords.record(of: existing), like: located.likeOwnItem(named: key))
         }
         let updated: KeySerial
         do {

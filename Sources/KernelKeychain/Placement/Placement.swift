@@ -102,16 +102,23 @@ internal enum Placement {
     /// made whole first (value, permissions, the same deadline) in the thread keyring
     /// and moved over the old one (`keyctl_move`, which displaces it atomically): the
     /// secret is never without its deadline, even if the process is killed midway.
-    static func replace(_ bytes: UnsafeRawBufferPointer, of located: LocatedItem, named key: KeyName,
-                        deadline: Deadline?) throws(KeychainError) -> Bool {
+    ///
+    /// `record` is the item's deadline record if the caller found it (it is dropped
+    /// without another search), and `like` what the new key copies (group and
+    /// permissions), if the caller knows it without a describe.
+    static func replace(_ bytes: UnsafeRawBufferPointer, of located: LocatedItem, named key: KeyName, deadline: Deadline?,
+                        record: DeadlineRecords.Record? = nil, like: KeyDescription? = nil) throws(KeychainError) -> Bool {
         do throws(KeyctlError) {
             guard let deadline else {
                 return try unlessGone { () throws(KeyctlError) in try located.item.update(payload: bytes) } != nil
             }
-            guard let info = try unlessGone({ () throws(KeyctlError) in try located.item.describe() }) else { return false }
-            let fresh = try KeySerial.prepare(bytes, named: key, like: info, until: deadline)
+            var original = like
+            if original == nil { original = try unlessGone { () throws(KeyctlError) in try located.item.describe() } }
+            guard let original else { return false }
+            let fresh = try KeySerial.prepare(bytes, named: key, like: original, until: deadline, table: record?.table)
             guard try fresh.place(in: located.ring) else { return false }
-            DeadlineRecords.forget([located.item])  // displaced by the new key
+            // The old key is displaced: its record goes.
+            if let record { DeadlineRecords.drop(record) } else { DeadlineRecords.forget([located.item]) }
             return true
         } catch {
             throw KeychainError(error)

@@ -54,6 +54,13 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// (or shared as it was) again, with any key another uid linked into it removed
     /// (see ``secureIfNeeded(_:_:)``).
     static func find(service: KeyName, marker: ServiceMarker, under anchorSerial: KeySerial) throws(KeychainError) -> KeySerial? {
+        try findDescribed(service: service, marker: marker, under: anchorSerial)?.serial
+    }
+
+    /// ``find(service:marker:under:)``, with the description it read (nil when the ring
+    /// was found in the link list instead).
+    static func findDescribed(service: KeyName, marker: ServiceMarker,
+                              under anchorSerial: KeySerial) throws(KeychainError) -> (serial: KeySerial, info: KeyDescription?)? {
         let description = marker.keyringDescription(for: service)
         do throws(KeyctlError) {
             guard let found = try anchorSerial.search(type: "keyring", description: description) else { return nil }
@@ -61,24 +68,31 @@ internal struct ServiceKeyring: Hashable, Sendable {
                   info.uid == geteuid()
             else { return nil }
             try secureIfNeeded(found, info)
-            return found
+            // A ring whose mask was just repaired is described again when needed.
+            return (found, needsSecuring(info) ? nil : info)
         } catch where error.errno == .permissionDenied {
             // A keyring of that name the caller may not search (another uid's) came
             // first: the caller's own, if it has one, is linked directly in the anchor.
-            return try? ownLinkedKey(type: "keyring", description: description, in: anchorSerial, unlinkingOthers: false)
+            guard let own = try? ownLinkedKey(type: "keyring", description: description, in: anchorSerial, unlinkingOthers: false)
+            else { return nil }
+            return (own, nil)
         } catch {
             throw KeychainError(error)
         }
     }
 
 
+    /// Whether the ring's mask is not one kc makes (see ``secureIfNeeded(_:_:)``).
+    static func needsSecuring(_ info: KeyDescription) -> Bool {
+        !info.permissions.possessorRights.isEmpty || info.permissions.groupRights.contains(.write)
+    }
+
     /// A service keyring whose mask grants possessors anything, or grants the group
     /// write (kc before 0.3 did both), gets kc's masks back, on itself and its items;
     /// keys of other uids linked into it are unlinked. Costs nothing for a keyring
     /// already as kc makes them.
     static func secureIfNeeded(_ ring: KeySerial, _ info: KeyDescription) throws(KeyctlError) {
-        let mask = info.permissions
-        guard !mask.possessorRights.isEmpty || mask.groupRights.contains(.write) else { return }
+        guard needsSecuring(info) else { return }
         let sharing = Sharing(info)
         for item in try ring.linkedKeys() {
             // A key the owner may not even describe is another uid's (keyctl's default

@@ -1,5 +1,11 @@
 import Keyrings
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// Where one operation's items live, resolved once at the start of each public
 /// ``Keychain`` call ("resolve, then act") and handed down: nothing below resolves again.
 internal enum ServiceRings {
@@ -37,6 +43,17 @@ internal struct LocatedItem {
     var ring: KeySerial
     var item: KeySerial
     var accessibility: Accessibility?
+    /// The ring's description, where the search read it.
+    var ringInfo: KeyDescription? = nil
+
+    /// What a new key for this item of the caller's own copies: the sharing of its
+    /// keyring (every item is shared as its keyring is), else owner-only.
+    func likeOwnItem(named key: KeyName) -> KeyDescription? {
+        guard let ringInfo else { return nil }
+        let sharing = Sharing(ringInfo)
+        return KeyDescription(type: "user", uid: geteuid(), gid: sharing?.group.gid ?? getegid(),
+                              permissions: sharing?.permissions(for: .item) ?? .ownerOnly, description: key)
+    }
 }
 
 extension Keychain {

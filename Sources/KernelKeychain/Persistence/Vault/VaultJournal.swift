@@ -58,8 +58,8 @@ extension Vault: ItemJournal {
         for entry in staged.files { directory.remove(entry.file.path) }
     }
 
-    func keeps(_ name: KeyName, in service: KeyName) -> Bool {
-        !levels(ofItem: name, in: service).isEmpty
+    func keptLevels(of name: KeyName, in service: KeyName) -> [Accessibility] {
+        levels(ofItem: name, in: service)
     }
 
     func keptNames(in service: KeyName) -> [KeyName] {

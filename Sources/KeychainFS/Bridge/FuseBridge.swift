@@ -14,9 +14,14 @@ final class FuseBridge: Sendable {
     let filesystem: KeychainFilesystem
     let inodes = InodeTable()
     let handles = OpenHandles()
+    /// When the mount started: keys have no timestamps, so every node shows this time.
+    let mountedAt: timespec
 
     init(filesystem: KeychainFilesystem) {
         self.filesystem = filesystem
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        mountedAt = now
     }
 
     private func node(_ number: UInt64) throws(FilesystemError) -> Node {

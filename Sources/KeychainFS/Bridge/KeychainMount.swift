@@ -22,9 +22,6 @@ public enum KeychainMount {
         onMounted: () -> Void
     ) throws(MountError) {
         _ = CFuse3_disable_dumping()
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        MountClock.mounted = now
 
         // Without allow_other the kernel lets only the mounting uid reach the daemon, so
         // checking mode bits as well (default_permissions) only costs a GETATTR of every

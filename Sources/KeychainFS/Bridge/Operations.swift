@@ -30,7 +30,7 @@ private func answer(
     } catch {
         reply = .error(error.errno)
     }
-    send(reply, to: request, fileInfo: fileInfo)
+    send(reply, to: request, fileInfo: fileInfo, times: bridge.mountedAt)
 }
 
 /// The thread id of the process that made the request.
@@ -54,7 +54,8 @@ private func keyName(_ name: UnsafePointer<CChar>?) -> KeyName {
     name.map { KeyName(cString: $0) } ?? KeyName(bytes: [])
 }
 
-private func send(_ reply: Reply, to request: fuse_req_t, fileInfo: UnsafeMutablePointer<fuse_file_info>?) {
+/// `times`: what every node shows as its times (keys have none): when the mount started.
+private func send(_ reply: Reply, to request: fuse_req_t, fileInfo: UnsafeMutablePointer<fuse_file_info>?, times: timespec) {
     switch reply {
     case .error(let errno):
         fuse_reply_err(request, errno.rawValue)
@@ -63,10 +64,10 @@ private func send(_ reply: Reply, to request: fuse_req_t, fileInfo: UnsafeMutabl
     case .none:
         fuse_reply_none(request)
     case .entry(let number, let attributes):
-        var entry = entryParameters(number, attributes)
+        var entry = entryParameters(number, attributes, times)
         fuse_reply_entry(request, &entry)
     case .attributes(let number, let attributes):
-        var status = statBuffer(number, attributes)
+        var status = statBuffer(number, attributes, times)
         fuse_reply_attr(request, &status, 0)
     case .open(let handle, let directIO, let noFlush):
         guard let fileInfo else { fuse_reply_err(request, EIO); return }
@@ -78,7 +79,7 @@ private func send(_ reply: Reply, to request: fuse_req_t, fileInfo: UnsafeMutabl
         guard let fileInfo else { fuse_reply_err(request, EIO); return }
         fileInfo.pointee.fh = handle
         CFuse3_file_info_set_direct_io(fileInfo)
-        var entry = entryParameters(number, attributes)
+        var entry = entryParameters(number, attributes, times)
         fuse_reply_create(request, &entry, fileInfo)
     case .bytes(var bytes):
         bytes.withUnsafeBytes { buffer in
@@ -128,7 +129,7 @@ private func sendDirectory(_ directory: OpenDirectory, offset: Int, maxSize: Int
     _ = buffer.withUnsafeBufferPointer { fuse_reply_buf(request, $0.baseAddress, used) }
 }
 
-private func statBuffer(_ number: UInt64, _ attributes: NodeAttributes) -> stat {
+private func statBuffer(_ number: UInt64, _ attributes: NodeAttributes, _ times: timespec) -> stat {
     var status = stat()
     status.st_ino = ino_t(number)
     status.st_mode = (attributes.isDirectory ? S_IFDIR : S_IFREG) | mode_t(attributes.permissions)
@@ -138,27 +139,21 @@ private func statBuffer(_ number: UInt64, _ attributes: NodeAttributes) -> stat 
     status.st_size = off_t(attributes.size)
     status.st_blksize = 4096
     status.st_blocks = blkcnt_t((attributes.size + 511) / 512)
-    let mounted = MountClock.mounted
-    status.st_atim = mounted
-    status.st_mtim = mounted
-    status.st_ctim = mounted
+    status.st_atim = times
+    status.st_mtim = times
+    status.st_ctim = times
     return status
 }
 
-private func entryParameters(_ number: UInt64, _ attributes: NodeAttributes) -> fuse_entry_param {
+private func entryParameters(_ number: UInt64, _ attributes: NodeAttributes, _ times: timespec) -> fuse_entry_param {
     var entry = fuse_entry_param()
     entry.ino = number
     entry.generation = 1
-    entry.attr = statBuffer(number, attributes)
+    entry.attr = statBuffer(number, attributes, times)
     // No caching: a value changed with `kc set` shows at the next stat or read.
     entry.attr_timeout = 0
     entry.entry_timeout = 0
     return entry
-}
-
-/// Keys have no timestamps; every node shows the time the mount started.
-enum MountClock {
-    nonisolated(unsafe) static var mounted = timespec()
 }
 
 /// The operations table handed to `fuse_session_new`.

@@ -18,7 +18,7 @@ public enum PodmanSecretDriver {
 
     /// The secret podman asks about, from the value of `$SECRET_ID`: nil when it is unset
     /// or empty (podman always sets it); an id that is not a valid item name is an
-    /// ``KeychainError/invalidName(_:)`` error.
+    /// ``KeychainError/invalidName(kind:problem:)`` error.
     public static func secretID(fromEnvironment value: String?) throws(KeychainError) -> String? {
         guard let value, !value.isEmpty else { return nil }
         try validateName(value, as: .item)

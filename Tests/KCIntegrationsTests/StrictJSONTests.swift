@@ -24,6 +24,13 @@ final class StrictJSONTests: XCTestCase {
         }
     }
 
+    /// Each input is refused for the reason paired with it.
+    private func assertRefusals(_ cases: [(input: String, reason: String)], line: UInt = #line) {
+        for (input, expected) in cases {
+            XCTAssertEqual(reason(input), expected, input, line: line)
+        }
+    }
+
     // MARK: Reading
 
     func testTheCredentialFieldsOfADockerStoreAreRead() throws {
@@ -55,21 +62,18 @@ final class StrictJSONTests: XCTestCase {
     /// sends through the helper.
     func testMalformedCredentialsAreRefusedWithTheByteWhereReadingStopped() {
         let url = "https://registry.example/v1/"
-        let cases: [(String, String)] = [
+        assertRefusals([
             ("{\"ServerURL\":\"\(url)\",\"Username\":\"alice\",\"Secret\":\"lost", "unterminated string at the end"),
             ("{\"ServerURL\":\"\(url)\",\"Username\":\"alice\",\"Secret\":\"x\"} trailing", "unexpected text after the object at byte 78"),
             ("{\"ServerURL\":\"\(url)\",\"Username\":\"alice\",\"Secret\":1}", "Secret must be a string at byte 73"),
             ("{\"ServerURL\":\"\(url)\",\"ServerURL\":\"\(url)\",\"Username\":\"alice\",\"Secret\":\"x\"}", "the field ServerURL appears twice at byte 57"),
             ("{\"ServerURL\":\"\(url)\",\"Username\":\"alice\",\"Secret\":\"a\u{1}b\"}", "a control character must be escaped in a string at byte 76"),
             ("[1, 2]", "expected '{' at byte 1"),
-        ]
-        for (input, expected) in cases {
-            XCTAssertEqual(reason(input), expected, input)
-        }
+        ])
     }
 
     func testSyntaxErrorsAreRefused() {
-        let cases: [(String, String)] = [
+        assertRefusals([
             ("", "expected '{' at the end"),
             ("{", "expected a field name in quotes at the end"),
             ("{\"Secret\"}", "expected ':' at byte 10"),
@@ -86,14 +90,11 @@ final class StrictJSONTests: XCTestCase {
             ("{\"Secret\":\"x\"}{}", "unexpected text after the object at byte 15"),
             ("{\"Secret\":true}", "Secret must be a string at byte 11"),
             ("{\"Secret\":[\"x\"]}", "Secret must be a string at byte 11"),
-        ]
-        for (input, expected) in cases {
-            XCTAssertEqual(reason(input), expected, input)
-        }
+        ])
     }
 
     func testBadEscapesAndSurrogatesAreRefused() {
-        let cases: [(String, String)] = [
+        assertRefusals([
             (#"{"Secret":"\ud83d"}"#, #"a lone UTF-16 surrogate at byte 18"#),
             (#"{"Secret":"\ud83dx"}"#, #"a lone UTF-16 surrogate at byte 18"#),
             (#"{"Secret":"\ud83d\u0041"}"#, #"a lone UTF-16 surrogate at byte 24"#),
@@ -104,10 +105,7 @@ final class StrictJSONTests: XCTestCase {
             (#"{"Secret":"\uzzzz"}"#, #"an invalid \u escape at byte 14"#),
             (#"{"Secret":"\x"}"#, #"an invalid backslash escape at byte 14"#),
             (#"{"Secret":"x\"#, #"unterminated string at the end"#),
-        ]
-        for (input, expected) in cases {
-            XCTAssertEqual(reason(input), expected, input)
-        }
+        ])
     }
 
     func testAStringThatIsNotUTF8IsRefused() {

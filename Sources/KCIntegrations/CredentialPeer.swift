@@ -9,10 +9,12 @@ import Musl
 /// forge. Only systemd's managers are served: the system manager (uid 0) and the
 /// server's own user's manager (the server's uid).
 public struct CredentialPeer: Equatable, Sendable {
+    /// The peer's process when it connected.
     public var pid: Int32
+    /// The peer's user when it connected: what ``isServed(byServerRunningAs:)`` decides on.
     public var uid: UInt32
 
-    public init(pid: Int32, uid: UInt32) {
+    init(pid: Int32, uid: UInt32) {
         self.pid = pid
         self.uid = uid
     }

@@ -19,7 +19,7 @@ public struct CredentialRequest: Equatable, Sendable {
     /// Parses the peer's `sun_path` (the bytes after the family, as long as getpeername
     /// says). Nil unless it has exactly that shape: abstract, 1 to 16 lowercase hex
     /// digits, `unit`, a valid unit name, and an ID that is a valid item name.
-    public init?(peerPath path: [UInt8]) {
+    init?(peerPath path: [UInt8]) {
         guard path.first == 0, !path.dropFirst().contains(0) else { return nil }
         let parts = path.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
         guard parts.count == 4,

@@ -29,6 +29,7 @@ public enum DockerCredentialHelper {
     /// client is given (without its line feed), and never holds a secret.
     public struct Failure: Error {
         public var message: String
+        /// A failure the client is told as `message`.
         public init(_ message: String) { self.message = message }
         init(_ error: KeychainError) { self.message = "kc: \(error)" }
     }

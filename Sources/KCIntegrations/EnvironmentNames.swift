@@ -31,7 +31,7 @@ public enum EnvironmentNames {
 
     /// `db.password` -> `DB_PASSWORD`: upper-cased, anything but ASCII letters and digits
     /// becomes `_`, and a leading digit gets a `_` in front (names cannot start with one).
-    public static func variable(for item: KeyName) -> String {
+    static func variable(for item: KeyName) -> String {
         var name = String(item.jsonText.unicodeScalars.map { scalar -> Character in
             scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar))
                 ? Character(String(scalar).uppercased()) : "_"

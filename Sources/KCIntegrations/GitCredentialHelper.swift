@@ -29,17 +29,16 @@ public enum GitCredentialHelper {
     static let latestItem = KeyName("%latest")
     static let refreshSuffix = Array("%oauth_refresh_token".utf8)
 
-    /// What git said about one credential. Values are bytes, as git passes them.
+    /// What git said about one credential (``parse(_:)`` reads it). Values are bytes,
+    /// as git passes them; the password and refresh token are secrets.
     public struct Credential {
-        public var protocolName: [UInt8]?
-        public var host: [UInt8]?
-        public var path: [UInt8]?
-        public var username: [UInt8]?
-        public var password: [UInt8]?
-        public var passwordExpiry: Int64?
-        public var refreshToken: [UInt8]?
-
-        public init() {}
+        var protocolName: [UInt8]?
+        var host: [UInt8]?
+        var path: [UInt8]?
+        var username: [UInt8]?
+        var password: [UInt8]?
+        var passwordExpiry: Int64?
+        var refreshToken: [UInt8]?
 
         /// Zeroes the password and the refresh token.
         public mutating func overwriteWithZeros() {
@@ -52,6 +51,7 @@ public enum GitCredentialHelper {
     /// `kc: git-credential-kc: `, and never holds a secret.
     public struct Failure: Error {
         public var message: String
+        /// A failure that `message` says all of.
         public init(_ message: String) { self.message = message }
         init(_ error: KeychainError) { self.message = "\(error)" }
     }

@@ -3,18 +3,18 @@ import KernelKeychain
 /// Just enough JSON (RFC 8259) for docker-credential-kc, without Foundation's decoder
 /// (its start-up would be most of a helper call): reading one object's string fields,
 /// strictly, and writing a string.
-public enum StrictJSON {
+enum StrictJSON {
     /// Why the input is not the JSON asked for, with the byte where reading stopped
     /// (`expected ':' at byte 12`). It never quotes the input: that may be a secret.
-    public struct SyntaxError: Error, Equatable {
-        public var reason: String
+    struct SyntaxError: Error, Equatable {
+        var reason: String
     }
 
     /// The named string fields of the one object `json` holds (white space around it
     /// only). Other fields may hold any JSON value and are skipped; a named field that
     /// is null counts as absent; one that is not a string, or that appears twice, is an
     /// error. Values are UTF-8 bytes; the caller zeroes them.
-    public static func stringFields(of json: [UInt8], named wanted: Set<String>) throws(SyntaxError) -> [String: [UInt8]] {
+    static func stringFields(of json: [UInt8], named wanted: Set<String>) throws(SyntaxError) -> [String: [UInt8]] {
         var fields: [String: [UInt8]] = [:]
         do {
             try readFields(of: json, named: wanted, into: &fields)
@@ -67,7 +67,7 @@ public enum StrictJSON {
 
     /// Appends `bytes` as a JSON string. False, appending nothing, if they are not UTF-8.
     @discardableResult
-    public static func appendString(_ bytes: [UInt8], to output: inout [UInt8]) -> Bool {
+    static func appendString(_ bytes: [UInt8], to output: inout [UInt8]) -> Bool {
         guard String(validating: bytes, as: UTF8.self) != nil else { return false }
         let hex = Array("0123456789abcdef".utf8)
         output.append(UInt8(ascii: "\""))

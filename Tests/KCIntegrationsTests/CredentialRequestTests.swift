@@ -1,5 +1,5 @@
 import Foundation
-import KCIntegrations
+@testable import KCIntegrations
 import KernelKeychain
 import Keyrings
 import XCTest

@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "KernelKeychain", targets: ["KernelKeychain"]),
         .library(name: "Keyrings", targets: ["Keyrings"]),
         .library(name: "KeychainFS", targets: ["KeychainFS"]),
+        .library(name: "KCIntegrations", targets: ["KCIntegrations"]),
         .executable(name: "kc", targets: ["kc"]),
         .executable(name: "kc-mountd", targets: ["kc-mountd"]),
     ],
@@ -62,9 +63,15 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // The integrations' protocols (git and docker credential helpers, the systemd
+        // credential server, podman's secret driver, kc exec's environment): a library,
+        // so their parsers and codecs are tested in-process. No Foundation, no
+        // ArgumentParser: `git-credential-kc get` starts as fast as `kc get`.
+        .target(name: "KCIntegrations", dependencies: ["KernelKeychain", "Keyrings"]),
         .executableTarget(
             name: "kc",
             dependencies: [
+                "KCIntegrations",
                 "KernelKeychain",
                 "Keyrings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -89,6 +96,7 @@ let package = Package(
         .testTarget(name: "AgeTests", dependencies: ["Age", .product(name: "Crypto", package: "swift-crypto")], resources: [.copy("Vectors")]),
         .testTarget(name: "KeyringsTests", dependencies: ["Keyrings", "KCTestSupport"]),
         .testTarget(name: "KernelKeychainTests", dependencies: ["KernelKeychain", "Keyrings", "KCTestSupport"]),
+        .testTarget(name: "KCIntegrationsTests", dependencies: ["KCIntegrations", "KernelKeychain", "Keyrings", "KCTestSupport"]),
         .testTarget(name: "KeychainFSTests", dependencies: ["KeychainFS", "KernelKeychain", "Keyrings", "KCTestSupport"]),
         // The library as another user: the sharing tests run it under runuser.
         .executableTarget(name: "kc-keychain-probe", dependencies: ["KernelKeychain", "Keyrings"], path: "Tests/KeychainProbe"),

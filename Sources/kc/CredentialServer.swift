@@ -1,4 +1,5 @@
 import ArgumentParser
+import KCIntegrations
 import KernelKeychain
 import Keyrings
 
@@ -97,53 +98,6 @@ extension KC {
     }
 }
 
-/// Which service each unit's credentials come from.
-struct ServedServices: Sendable {
-    var fallback: KeyName?
-    var units: [String: KeyName]
-
-    func service(for unit: String) -> KeyName? { units[unit] ?? fallback }
-}
-
-/// What systemd asks for on one connection, read from the address its client socket is
-/// bound to: the abstract name `\0<hex random>/unit/<unit>/<credential id>`.
-struct CredentialRequest: Equatable {
-    var unit: String
-    var id: KeyName
-
-    /// Parses the peer's `sun_path` (the bytes after the family, as long as getpeername
-    /// says). Nil unless it has exactly that shape: abstract, 1 to 16 lowercase hex
-    /// digits, `unit`, a valid unit name, and an ID that is a valid item name.
-    init?(peerPath path: [UInt8]) {
-        guard path.first == 0, !path.dropFirst().contains(0) else { return nil }
-        let parts = path.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-        guard parts.count == 4,
-              (1...16).contains(parts[0].count),
-              parts[0].allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }),
-              parts[1].elementsEqual("unit".utf8),
-              Self.isUnitName(Array(parts[2]))
-        else { return nil }
-        let id = KeyName(bytes: parts[3])
-        guard (try? validateName(id, as: .item)) != nil else { return nil }
-        unit = String(decoding: parts[2], as: UTF8.self)
-        self.id = id
-    }
-
-    /// systemd's unit name rules: at most 255 bytes of `[A-Za-z0-9:_.\-@\\]`, a name
-    /// before the type suffix, and a known type.
-    static func isUnitName(_ bytes: [UInt8]) -> Bool {
-        guard (3...255).contains(bytes.count),
-              bytes.allSatisfy({ byte in
-                  (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                      || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || Array(":_.-@\\".utf8).contains(byte)
-              }),
-              let dot = bytes.lastIndex(of: UInt8(ascii: ".")), dot > 0
-        else { return false }
-        let type = String(decoding: bytes[(dot + 1)...], as: UTF8.self)
-        return ["service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope"].contains(type)
-    }
-}
-
 /// The listening socket and its accept loop.
 struct CredentialListener {
     let descriptor: Int32
@@ -186,7 +140,7 @@ struct CredentialListener {
         } else if !directory.isEmpty, errno != EEXIST {
             try refuse("cannot create \(directory): \(String(cString: strerror(errno))); create it, or choose another --socket")
         }
-        if let (unsafe, problem) = unsafeDirectory(holding: directory.isEmpty ? "/" : directory) {
+        if let (unsafe, problem) = SocketDirectorySafety.unsafeDirectory(holding: directory.isEmpty ? "/" : directory) {
             // Whoever may rename entries in the directory or one above it may swap the
             // socket for their own, and every unit would then load that impostor's values.
             if let createdDirectory { rmdir(createdDirectory) }
@@ -229,40 +183,6 @@ struct CredentialListener {
         var listener = CredentialListener(descriptor: descriptor, createdPath: path, createdDirectory: createdDirectory)
         listener.createdFile = (UInt64(boundFile.st_dev), UInt64(boundFile.st_ino))
         return listener
-    }
-
-    /// The first directory, from the socket's own up to `/`, both as written and with
-    /// symbolic links resolved, whose entries someone else may change, and why.
-    static func unsafeDirectory(holding directory: String) -> (String, String)? {
-        var candidates: [String] = []
-        func addAncestors(of start: String) {
-            var current = start
-            while true {
-                candidates.append(current)
-                guard current != "/", let slash = current.lastIndex(of: "/") else { break }
-                current = slash == current.startIndex ? "/" : String(current[..<slash])
-            }
-        }
-        addAncestors(of: directory)
-        if let resolved = realpath(directory, nil) {
-            addAncestors(of: String(cString: resolved))
-            free(resolved)
-        }
-        for candidate in candidates {
-            if let problem = unsafeDirectoryProblem(candidate) { return (candidate, problem) }
-        }
-        return nil
-    }
-
-    /// Why a directory is unsafe to hold the socket (it belongs to another user, or
-    /// others may write to it and it is not sticky), or nil if only this uid and root
-    /// can change its entries.
-    static func unsafeDirectoryProblem(_ directory: String) -> String? {
-        var info = stat()
-        guard stat(directory, &info) == 0 else { return "cannot be examined (\(String(cString: strerror(errno))))" }
-        if info.st_uid != getuid() && info.st_uid != 0 { return "belongs to uid \(info.st_uid)" }
-        if info.st_mode & 0o022 != 0 && info.st_mode & S_ISVTX == 0 { return "is writable by its group or by others" }
-        return nil
     }
 
     /// Whether something accepts connections at `address`.
@@ -366,16 +286,16 @@ final class CredentialConnection {
         defer { close(descriptor) }
         var timeout = timeval(tv_sec: CredentialListener.peerTimeoutSeconds, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        guard let peer = peerCredentials() else {
+        guard let peer = CredentialPeer(connection: descriptor) else {
             log("refused a peer whose credentials cannot be read; nothing sent")
             return
         }
         let who = "pid \(peer.pid) uid \(peer.uid)"
-        guard peer.uid == 0 || peer.uid == getuid() else {
-            log("refused \(who): only uid \(getuid() == 0 ? "0 is" : "0 and uid \(getuid()) are") served; nothing sent")
+        guard peer.isServed(byServerRunningAs: getuid()) else {
+            log("refused \(who): only \(CredentialPeer.servedUIDs(byServerRunningAs: getuid())) served; nothing sent")
             return
         }
-        guard let path = peerPath(), let request = CredentialRequest(peerPath: path) else {
+        guard let request = CredentialRequest(connection: descriptor) else {
             log("refused \(who): its address is not systemd's \\0RANDOM/unit/UNIT/ID (use LoadCredential=ID:SOCKET); nothing sent")
             return
         }
@@ -400,29 +320,6 @@ final class CredentialConnection {
         } catch {
             log("refused \(named): \(error); nothing sent")
         }
-    }
-
-    /// SO_PEERCRED: the peer's pid and uid when it connected.
-    private func peerCredentials() -> (pid: Int32, uid: UInt32)? {
-        // struct ucred { pid_t pid; uid_t uid; gid_t gid; }
-        var words: [UInt32] = [0, 0, 0]
-        var length = socklen_t(MemoryLayout<UInt32>.size * 3)
-        let status = words.withUnsafeMutableBytes { getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, $0.baseAddress, &length) }
-        guard status == 0, length == socklen_t(MemoryLayout<UInt32>.size * 3) else { return nil }
-        return (Int32(bitPattern: words[0]), words[1])
-    }
-
-    /// The bytes of the peer's `sun_path`, as long as the kernel reports.
-    private func peerPath() -> [UInt8]? {
-        var address = sockaddr_un()
-        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
-        let status = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) }
-        }
-        let pathOffset = MemoryLayout<sockaddr_un>.offset(of: \.sun_path) ?? 2
-        guard status == 0, Int(length) > pathOffset, address.sun_family == sa_family_t(AF_UNIX) else { return nil }
-        let count = min(Int(length) - pathOffset, MemoryLayout.size(ofValue: address.sun_path))
-        return withUnsafeBytes(of: &address.sun_path) { Array($0.prefix(count)) }
     }
 
     /// send(2) of every byte, never raising SIGPIPE; false if the peer closed or timed out.

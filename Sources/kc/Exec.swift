@@ -1,4 +1,5 @@
 import ArgumentParser
+import KCIntegrations
 import KernelKeychain
 import Keyrings
 
@@ -107,17 +108,25 @@ struct ExecRequest {
         if env {
             // By index: a copy of an item would share its value's buffer, and zeroing
             // a shared array copies it first, leaving the value in the original.
-            for (name, index) in try environmentNames(for: secrets) {
-                guard !secrets[index].value.contains(0) else {
-                    standardError("kc: item '\(secrets[index].name)' of '\(secrets[index].service)' contains a NUL byte and cannot be an environment variable; use --files")
-                    throw ExitStatus.failure
-                }
-                environment.set(name, to: secrets[index].value)
+            let variables: [(name: String, index: Int)]
+            do {
+                variables = try EnvironmentNames.variables(for: secrets, allowing: allowedVariables,
+                                                           sharedByAnotherUser: group != nil || owner != nil)
+            } catch {
+                standardError("kc: \(error.message)")
+                throw ExitStatus.failure
             }
+            for (name, index) in variables { environment.set(name, to: secrets[index].value) }
         }
         var directory: CredentialsDirectory? = nil
         if files {
-            let created = try CredentialsDirectory.create(with: secrets)
+            let created: CredentialsDirectory
+            do {
+                created = try CredentialsDirectory.create(with: secrets)
+            } catch {
+                standardError("kc: \(error.message)")
+                throw ExitStatus.failure
+            }
             directory = created
             environment.set("CREDENTIALS_DIRECTORY", to: created.path.utf8)
         }
@@ -164,48 +173,6 @@ struct ExecRequest {
         }
         return items
     }
-
-    /// Each item's variable name, with the item's index; refuses two items of one
-    /// name, and a dangerous name the caller did not allow.
-    private func environmentNames(for items: [PassedItem]) throws -> [(String, Int)] {
-        var byName: [String: Int] = [:]
-        var ordered: [(String, Int)] = []
-        for (index, item) in items.enumerated() {
-            let name = environmentName(for: item.name)
-            if let earlier = byName[name].map({ items[$0] }) {
-                standardError("kc: items '\(earlier.service)/\(earlier.name)' and '\(item.service)/\(item.name)' both become $\(name); rename one, or use --files")
-                throw ExitStatus.failure
-            }
-            if DangerousVariables.contains(name) && !allowedVariables.contains(name) {
-                let remedy = group == nil && owner == nil
-                    ? "rename the item, use --files, or pass --allow-env \(name) if you mean it"
-                    : "ask its owner to rename the item, or use --files"
-                standardError("kc: item '\(item.name)' of '\(item.service)' would become $\(name), which changes what programs load, run or trust; \(remedy)")
-                throw ExitStatus.failure
-            }
-            byName[name] = index
-            ordered.append((name, index))
-        }
-        return ordered
-    }
-}
-
-/// One item handed to the command.
-struct PassedItem {
-    var service: KeyName
-    var name: KeyName
-    var value: [UInt8]
-}
-
-/// `db.password` -> `DB_PASSWORD`: upper-cased, anything but ASCII letters and digits
-/// becomes `_`, and a leading digit gets a `_` in front (names cannot start with one).
-func environmentName(for item: KeyName) -> String {
-    var name = String(item.jsonText.unicodeScalars.map { scalar -> Character in
-        scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar))
-            ? Character(String(scalar).uppercased()) : "_"
-    })
-    if let first = name.unicodeScalars.first, ("0"..."9").contains(first) { name = "_" + name }
-    return name
 }
 
 /// The arguments that follow kc's own in its raw argv, byte for byte: the last

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KCIntegrations
 import KernelKeychain
 import Keyrings
 

@@ -1,3 +1,5 @@
+import KCIntegrations
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

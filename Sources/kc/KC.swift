@@ -1,4 +1,5 @@
 import ArgumentParser
+import KCIntegrations
 import KernelKeychain
 import Keyrings
 
@@ -32,8 +33,8 @@ struct KC: ParsableCommand {
         if let program = CommandLine.unsafeArgv[0] {
             let slash = strrchr(program, Int32(UInt8(ascii: "/")))
             let name = slash.map { $0 + 1 } ?? program
-            if strcmp(name, "git-credential-kc") == 0 { GitCredentialHelper.main() }
-            if strcmp(name, "docker-credential-kc") == 0 { DockerCredentialHelper.main() }
+            if strcmp(name, "git-credential-kc") == 0 { GitCredentialCommand.main() }
+            if strcmp(name, "docker-credential-kc") == 0 { DockerCredentialCommand.main() }
         }
         // The commands scripts call in a loop, in their plain spellings, skip the
         // parser (see ``FastPath``); it returns for anything else.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KCIntegrations
 import KernelKeychain
 
 #if canImport(Glibc)
@@ -26,18 +27,16 @@ extension KC {
             """
         )
 
-        enum Action: String, ExpressibleByArgument, CaseIterable {
-            case list, lookup, store, delete
-        }
+        typealias Action = PodmanSecretDriver.Action
 
         @Argument(help: "What podman asks for (list, lookup, store, delete); none prints the driver options.")
         var action: Action?
 
         @Option(help: "The service holding podman's secrets.")
-        var service = "podman"
+        var service = PodmanSecretDriver.defaultService
 
         @Option(name: .customLong("access"), help: ArgumentHelp("Level of stored secrets.", valueName: "level"))
-        var level: Accessibility.Level = .afterFirstUnlock
+        var level = PodmanSecretDriver.defaultLevel
 
         @Flag(help: "Print a containers.conf snippet that makes this podman's default secret driver.")
         var containersConf = false
@@ -49,8 +48,9 @@ extension KC {
         func run() throws {
             let keychain = try podmanKeychain(service: service, level: level)
             guard let action else {
-                if containersConf { return print(containersConfiguration()) }
-                return print(driverOptions())
+                let command = PodmanSecretDriver.driverCommand(executable: ownExecutablePath(), service: service, level: level)
+                if containersConf { return print(PodmanSecretDriver.containersConfiguration(command: command)) }
+                return print(PodmanSecretDriver.driverOptions(command: command))
             }
             switch action {
             case .list:
@@ -73,31 +73,10 @@ extension KC {
         }
 
         private func secretID() throws -> String { try podmanSecretID() }
-
-        /// For ~/.config/containers/containers.conf.d/kc.conf (or /etc/containers/...).
-        private func containersConfiguration() -> String {
-            let command = driverCommand()
-            let options = Action.allCases.map { action in
-                "\(action.rawValue) = \"\(command.replacingAll("\\", with: "\\\\").replacingAll("\"", with: "\\\"")) \(action.rawValue)\""
-            }
-            return (["[secrets]", "driver = \"shell\"", "", "[secrets.opts]"] + options).joined(separator: "\n")
-        }
-
-        /// `list=...,lookup=...,store=...,delete=...`, each a command podman runs with
-        /// /bin/sh -c: this kc, by absolute path, quoted.
-        private func driverOptions() -> String {
-            let command = driverCommand()
-            return Action.allCases.map { "\($0.rawValue)=\(command) \($0.rawValue)" }.joined(separator: ",")
-        }
-
-        private func driverCommand() -> String {
-            var command = shellQuoted(ownExecutablePath()) + " podman-driver"
-            if service != "podman" { command += " --service " + shellQuoted(service) }
-            if level != .afterFirstUnlock { command += " --access \(level.rawValue)" }
-            return command
-        }
     }
 }
+
+extension PodmanSecretDriver.Action: ExpressibleByArgument {}
 
 /// The keychain holding podman's secrets.
 func podmanKeychain(service: String, level: Accessibility.Level) throws -> Keychain {
@@ -121,21 +100,10 @@ func podmanLookup(in keychain: Keychain, service: String) throws {
 
 /// The secret podman asks about, from $SECRET_ID.
 private func podmanSecretID() throws -> String {
-    guard let id = getenv("SECRET_ID").map({ String(cString: $0) }), !id.isEmpty else {
+    let value = getenv("SECRET_ID").map { String(cString: $0) }
+    guard let id = try reporting({ () throws(KeychainError) in try PodmanSecretDriver.secretID(fromEnvironment: value) }) else {
         standardError("kc: SECRET_ID is not set; podman sets it when it runs this driver")
         throw ExitStatus.usage
     }
-    try validateArgument(id, as: .item)
     return id
-}
-
-/// `text` as one word for /bin/sh: in single quotes, each ' written as '\''.
-func shellQuoted(_ text: String) -> String {
-    "'" + text.replacingAll("'", with: "'\\''") + "'"
-}
-
-extension String {
-    func replacingAll(_ target: String, with replacement: String) -> String {
-        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
-    }
 }

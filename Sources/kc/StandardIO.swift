@@ -1,3 +1,4 @@
+import KCIntegrations
 import Keyrings
 
 #if canImport(Glibc)
@@ -5,21 +6,6 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-
-/// Writes every byte, retrying short writes and EINTR. False on any other error.
-@discardableResult
-func writeAll(fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
-    var offset = 0
-    while offset < bytes.count {
-        let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-        if written < 0 {
-            if errno == EINTR { continue }
-            return false
-        }
-        offset += written
-    }
-    return true
-}
 
 /// Reads standard input (or `fd`) to its end, but at most `limit + 1` bytes, so an
 /// oversize value is detected without holding all of it. Nil on a read error, with

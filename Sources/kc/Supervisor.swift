@@ -1,3 +1,5 @@
+import KCIntegrations
+
 #if canImport(Glibc)
 import Glibc
 #endif

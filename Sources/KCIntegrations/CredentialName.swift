@@ -1,11 +1,4 @@
-import KernelKeychain
 import Keyrings
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// How the credential helpers (git-credential-kc, docker-credential-kc) turn URLs and
 /// user names into service and item names, exactly and reversibly.
@@ -76,47 +69,4 @@ enum CredentialName {
         default: nil
         }
     }
-}
-
-/// What a credential helper read on standard input.
-enum HelperInput {
-    case bytes([UInt8])
-    case tooLong
-    case unreadable
-}
-
-/// Reads a helper's standard input to its end, or with `stopAtBlankLine` to the first
-/// empty line (git's protocol ends there), but never more than `limit` bytes: a client
-/// sends a few short lines, so more is refused rather than held. The caller zeroes it.
-func readHelperInput(limit: Int, stopAtBlankLine: Bool) -> HelperInput {
-    let end: (([UInt8], Range<Int>) -> Int?)? = stopAtBlankLine ? { blankLineEnd(in: $0, $1) } : nil
-    guard var bytes = readStandardInput(limit: limit, endsAt: end) else {
-        return .unreadable
-    }
-    if bytes.count > limit {
-        bytes.overwriteWithZeros()
-        return .tooLong
-    }
-    return .bytes(bytes)
-}
-
-/// Where the bytes before the first empty line end (a line feed at the very start, or
-/// one right after another, or after a carriage return that follows one), if one is in
-/// `bytes[range]`.
-private func blankLineEnd(in bytes: [UInt8], _ range: Range<Int>) -> Int? {
-    let newline = UInt8(ascii: "\n"), carriageReturn = UInt8(ascii: "\r")
-    for index in range where bytes[index] == newline {
-        var start = index
-        if start > 0 && bytes[start - 1] == carriageReturn { start -= 1 }
-        if start == 0 || bytes[start - 1] == newline { return start }
-    }
-    return nil
-}
-
-/// Writes bytes to standard output, then zeroes them (they may hold a secret).
-@discardableResult
-func writeSecretOutput(_ bytes: inout [UInt8]) -> Bool {
-    let written = bytes.withUnsafeBytes { writeAll(fd: 1, $0) }
-    bytes.overwriteWithZeros()
-    return written
 }

@@ -8,8 +8,9 @@
 /// for setuid programs), sudo's `env_delete` defaults (plugins/sudoers/env.c), and the
 /// variables of the same kind that git, the JVM, Node and TLS libraries read.
 /// A pattern ending in `*` matches every name that starts with the rest.
-enum DangerousVariables {
-    static let patterns: [String] = [
+public enum DangerousVariables {
+    /// The names and prefixes refused, as `kc exec --help` lists them.
+    public static let patterns: [String] = [
         // glibc's loader and libc
         "LD_*", "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN",
         "LOCPATH", "MALLOC_*", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS",
@@ -33,7 +34,7 @@ enum DangerousVariables {
     ]
 
     /// Whether `name` (an environment name kc made: upper case, digits and `_`) is one.
-    static func contains(_ name: String) -> Bool {
+    public static func contains(_ name: String) -> Bool {
         patterns.contains { pattern in
             pattern.hasSuffix("*") ? name.hasPrefix(pattern.dropLast()) : name == pattern
         }

@@ -1,15 +1,10 @@
 import KernelKeychain
 import Keyrings
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
-/// `docker-credential-kc store|get|erase|list|version`: the credential helper protocol
-/// of docker and podman (github.com/docker/docker-credential-helpers), run when kc is
-/// called by that name (`"credsStore": "kc"` or `"credHelpers": {"HOST": "kc"}`).
+/// The credential helper protocol of docker and podman
+/// (github.com/docker/docker-credential-helpers) and how kc keeps their credentials;
+/// `docker-credential-kc store|get|erase|list|version` (in kc) reads the command line
+/// and standard input, calls these, and writes the answer.
 ///
 /// The keyring mapping: one service per server, `docker:SERVER` with the server URL
 /// exactly as the client names it, escaped as ``CredentialName`` does (`/` as `%2F`,
@@ -20,44 +15,30 @@ import Musl
 ///
 /// As the reference helpers do, every answer and every error goes to standard output
 /// (the clients read errors there), and any failure exits 1. A missing credential is
-/// exactly `credentials not found in native keychain`, which clients take to mean "pull
-/// without logging in"; kc's own errors start with `kc: `.
-enum DockerCredentialHelper {
-    static let notFound = "credentials not found in native keychain"
+/// exactly ``notFound``, which clients take to mean "pull without logging in"; kc's own
+/// errors start with `kc: `.
+public enum DockerCredentialHelper {
+    /// The error text clients take to mean "no credential for this server".
+    public static let notFound = "credentials not found in native keychain"
     static let servicePrefix = Array("docker:".utf8)
-    /// A secret of 32767 bytes is up to six times longer as JSON escapes.
-    static let inputLimit = 262_144
+    /// The most input a helper reads: a secret of 32767 bytes is up to six times longer
+    /// as JSON escapes.
+    public static let inputLimit = 262_144
 
-    struct Failure: Error {
-        var message: String
-        init(_ message: String) { self.message = message }
+    /// Why the helper cannot do what the client asked: `message` is the whole line the
+    /// client is given (without its line feed), and never holds a secret.
+    public struct Failure: Error {
+        public var message: String
+        /// A failure the client is told as `message`.
+        public init(_ message: String) { self.message = message }
         init(_ error: KeychainError) { self.message = "kc: \(error)" }
-    }
-
-    static func main() -> Never {
-        let argv = CommandLine.unsafeArgv
-        guard CommandLine.argc == 2, let word = argv[1] else {
-            answerFailure("Usage: docker-credential-kc <store|get|erase|list|version>")
-        }
-        do throws(Failure) {
-            if strcmp(word, "store") == 0 { try store() }
-            else if strcmp(word, "get") == 0 { try get() }
-            else if strcmp(word, "erase") == 0 { try erase() }
-            else if strcmp(word, "list") == 0 { try list() }
-            else if strcmp(word, "version") == 0 { answer("docker-credential-kc (kc) \(kcVersion)\n") }
-            else { throw Failure("Unknown credential action `\(String(cString: word))`") }
-        } catch {
-            answerFailure(error.message)
-        }
-        exit(0)
     }
 
     // MARK: Actions
 
-    /// Reads `{"ServerURL": ..., "Username": ..., "Secret": ...}` and stores it.
-    static func store() throws(Failure) {
-        var input = try readInput()
-        defer { input.overwriteWithZeros() }
+    /// `store`: reads `{"ServerURL": ..., "Username": ..., "Secret": ...}` and stores it,
+    /// replacing the server's credential. The caller zeroes `input`.
+    public static func store(_ input: [UInt8]) throws(Failure) {
         var fields: [String: [UInt8]]
         do {
             fields = try StrictJSON.stringFields(of: input, named: ["ServerURL", "Username", "Secret"])
@@ -85,12 +66,12 @@ enum DockerCredentialHelper {
         }
     }
 
-    /// Reads a server URL; prints its `{"ServerURL", "Username", "Secret"}`.
-    static func get() throws(Failure) {
-        let server = try readServer()
+    /// `get`: reads a server URL; the answer is its
+    /// `{"ServerURL":...,"Username":...,"Secret":...}` and a line feed, which the caller
+    /// writes to standard output and zeroes.
+    public static func get(_ input: [UInt8]) throws(Failure) -> [UInt8] {
+        let server = try serverURL(in: input)
         guard let service = serviceName(forServer: server) else { throw Failure(notFound) }
-        var output: [UInt8] = []
-        defer { output.overwriteWithZeros() }
         let found = try reported { () throws(KeychainError) -> (user: [UInt8], secret: [UInt8])? in
             let keychain = try Keychain(service: service)
             for item in try keychain.allKeyNames() {
@@ -101,6 +82,7 @@ enum DockerCredentialHelper {
         }
         guard var found else { throw Failure(notFound) }
         defer { found.secret.overwriteWithZeros() }
+        var output: [UInt8] = []
         // Room for the longest escaping up front: a reallocation would leave a copy.
         output.reserveCapacity((found.secret.count + server.count + found.user.count) * 6 + 64)
         output += Array(#"{"ServerURL":"#.utf8)
@@ -108,15 +90,16 @@ enum DockerCredentialHelper {
             && { output += Array(#","Username":"#.utf8); return StrictJSON.appendString(found.user, to: &output) }()
             && { output += Array(#","Secret":"#.utf8); return StrictJSON.appendString(found.secret, to: &output) }()
         guard complete else {
+            output.overwriteWithZeros()
             throw Failure("kc: the credential stored in '\(service)' is not UTF-8 text, which JSON cannot carry; log in again to replace it")
         }
         output += Array("}\n".utf8)
-        guard writeSecretOutput(&output) else { exit(1) }
+        return output
     }
 
-    /// Reads a server URL and removes its credential.
-    static func erase() throws(Failure) {
-        let server = try readServer()
+    /// `erase`: reads a server URL and removes its credential.
+    public static func erase(_ input: [UInt8]) throws(Failure) {
+        let server = try serverURL(in: input)
         guard let service = serviceName(forServer: server) else { throw Failure(notFound) }
         let erased = try reported { () throws(KeychainError) in
             let keychain = try Keychain(service: service)
@@ -127,8 +110,9 @@ enum DockerCredentialHelper {
         guard erased else { throw Failure(notFound) }
     }
 
-    /// Prints `{"SERVER": "USER", ...}` for every stored credential.
-    static func list() throws(Failure) {
+    /// `list`: the answer `{"SERVER":"USER",...}` and a line feed, for every stored
+    /// credential whose names are UTF-8.
+    public static func list() throws(Failure) -> [UInt8] {
         var output = Array("{".utf8)
         try reported { () throws(KeychainError) in
             for service in try Keychain.services() {
@@ -148,7 +132,7 @@ enum DockerCredentialHelper {
             }
         }
         output += Array("}\n".utf8)
-        output.withUnsafeBytes { _ = writeAll(fd: 1, $0) }
+        return output
     }
 
     // MARK: Names and input
@@ -160,18 +144,9 @@ enum DockerCredentialHelper {
         return KeyName(bytes: name)
     }
 
-    private static func readInput() throws(Failure) -> [UInt8] {
-        switch readHelperInput(limit: inputLimit, stopAtBlankLine: false) {
-        case .bytes(let bytes): return bytes
-        case .tooLong: throw Failure("kc: the input is over \(inputLimit) bytes; a credential is much shorter")
-        case .unreadable: throw Failure("kc: cannot read standard input: \(String(cString: strerror(errno)))")
-        }
-    }
-
-    /// The server URL on standard input, without surrounding white space (as the
-    /// reference helpers trim it).
-    private static func readServer() throws(Failure) -> [UInt8] {
-        let input = try readInput()
+    /// The server URL a client sent, without surrounding white space (as the reference
+    /// helpers trim it).
+    static func serverURL(in input: [UInt8]) throws(Failure) -> [UInt8] {
         let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
         guard let first = input.firstIndex(where: { !isSpace($0) }), let last = input.lastIndex(where: { !isSpace($0) }) else {
             throw Failure("no credentials server URL")
@@ -185,17 +160,5 @@ enum DockerCredentialHelper {
         } catch {
             throw Failure(error)
         }
-    }
-
-    /// Writes an answer to standard output.
-    private static func answer(_ text: String) {
-        var text = text
-        text.withUTF8 { _ = writeAll(fd: 1, UnsafeRawBufferPointer($0)) }
-    }
-
-    /// Writes the error line to standard output, where clients read it, and exits 1.
-    private static func answerFailure(_ message: String) -> Never {
-        answer(message + "\n")
-        exit(1)
     }
 }

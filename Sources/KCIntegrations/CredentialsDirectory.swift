@@ -1,4 +1,5 @@
 import Keyrings
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,22 +13,27 @@ import Glibc
 /// its files are made, zeroed and removed with `openat`/`unlinkat` on its descriptor.
 /// A link another user planted is never followed, and a name already taken is never
 /// used: kc picks another.
-struct CredentialsDirectory {
+public struct CredentialsDirectory {
     /// What `$CREDENTIALS_DIRECTORY` says.
-    let path: String
+    public let path: String
     private let base: BaseDirectory
     private let name: String
     private let descriptor: Int32
 
     private static let prefix = "kc-exec."
 
+    /// Why no directory could be made or filled: `message` is the line after `kc: `.
+    /// Nothing is left behind.
+    public struct Failure: Error {
+        public var message: String
+    }
+
     /// Removes what a killed `kc exec` left, then makes a new directory with every item
     /// as a file named after it. Two services with an item of the same name cannot share
     /// the flat directory: that is an error.
-    static func create(with items: [PassedItem]) throws -> CredentialsDirectory {
+    public static func create(with items: [PassedItem]) throws(Failure) -> CredentialsDirectory {
         guard let base = BaseDirectory.open() else {
-            standardError("kc: no private place for the files: neither $XDG_RUNTIME_DIR nor /dev/shm is a directory only you can write or a sticky one; set XDG_RUNTIME_DIR to a directory of your own")
-            throw ExitStatus.failure
+            throw Failure(message: "no private place for the files: neither $XDG_RUNTIME_DIR nor /dev/shm is a directory only you can write or a sticky one; set XDG_RUNTIME_DIR to a directory of your own")
         }
         removeStale(in: base)
         let directory = try makeDirectory(in: base)
@@ -35,15 +41,13 @@ struct CredentialsDirectory {
         for item in items {
             if let other = seen[item.name] {
                 directory.remove()
-                standardError("kc: services '\(other)' and '\(item.service)' both have an item '\(item.name)'; pass them in separate 'kc exec' runs, or use --env")
-                throw ExitStatus.failure
+                throw Failure(message: "services '\(other)' and '\(item.service)' both have an item '\(item.name)'; pass them in separate 'kc exec' runs, or use --env")
             }
             seen[item.name] = item.service
             guard directory.write(item.value, named: item.name) else {
                 let reason = String(cString: strerror(errno))
                 directory.remove()
-                standardError("kc: cannot write \(directory.path)/\(item.name): \(reason)")
-                throw ExitStatus.failure
+                throw Failure(message: "cannot write \(directory.path)/\(item.name): \(reason)")
             }
         }
         fchmod(directory.descriptor, 0o500)
@@ -52,26 +56,23 @@ struct CredentialsDirectory {
 
     /// A new directory of a name nobody has taken. `mkdirat` fails on any existing
     /// entry, a link included, so another user's entry is never used.
-    private static func makeDirectory(in base: BaseDirectory) throws -> CredentialsDirectory {
+    private static func makeDirectory(in base: BaseDirectory) throws(Failure) -> CredentialsDirectory {
         for _ in 0..<8 {
             let name = "\(prefix)\(getpid()).\(String(UInt64.random(in: .min ... .max), radix: 16))"
             guard mkdirat(base.descriptor, name, 0o700) == 0 else {
                 if errno == EEXIST { continue }
-                standardError("kc: cannot create a directory in \(base.path): \(String(cString: strerror(errno)))")
-                throw ExitStatus.failure
+                throw Failure(message: "cannot create a directory in \(base.path): \(String(cString: strerror(errno)))")
             }
             let descriptor = openat(base.descriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             var info = stat()
             guard descriptor >= 0, fstat(descriptor, &info) == 0, info.st_uid == geteuid() else {
                 if descriptor >= 0 { close(descriptor) }
-                standardError("kc: \(base.path)/\(name) changed under kc as it was made; not using it")
-                throw ExitStatus.failure
+                throw Failure(message: "\(base.path)/\(name) changed under kc as it was made; not using it")
             }
             fchmod(descriptor, 0o700)  // whatever the umask
             return CredentialsDirectory(path: base.path + "/" + name, base: base, name: name, descriptor: descriptor)
         }
-        standardError("kc: cannot create a directory in \(base.path): every name tried was taken")
-        throw ExitStatus.failure
+        throw Failure(message: "cannot create a directory in \(base.path): every name tried was taken")
     }
 
     /// Writes a new file of mode 0400; false with `errno` set if that fails.
@@ -83,7 +84,7 @@ struct CredentialsDirectory {
     }
 
     /// Zeroes and removes every file, then the directory.
-    func remove() {
+    public func remove() {
         Self.removeFiles(in: descriptor)
         close(descriptor)
         unlinkat(base.descriptor, name, AT_REMOVEDIR)

@@ -1,8 +1,12 @@
+import KernelKeychain
+
 /// Just enough JSON (RFC 8259) for docker-credential-kc, without Foundation's decoder
 /// (its start-up would be most of a helper call): reading one object's string fields,
 /// strictly, and writing a string.
 enum StrictJSON {
-    struct SyntaxError: Error {
+    /// Why the input is not the JSON asked for, with the byte where reading stopped
+    /// (`expected ':' at byte 12`). It never quotes the input: that may be a secret.
+    struct SyntaxError: Error, Equatable {
         var reason: String
     }
 

@@ -1,15 +1,9 @@
 import KernelKeychain
 import Keyrings
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
-/// `git-credential-kc get|store|erase`: git's credential helper protocol
-/// (gitcredentials(7), git-credential(1)), run when kc is called by that name
-/// (`git config --global credential.helper kc`).
+/// git's credential helper protocol (gitcredentials(7), git-credential(1)) and how kc
+/// keeps git's credentials; `git-credential-kc get|store|erase` (in kc) reads the
+/// command line and standard input and calls these.
 ///
 /// The keyring mapping:
 /// - One service per remote: `git:PROTOCOL:HOST`, and when git sends a path
@@ -27,20 +21,17 @@ import Musl
 /// - `erase` removes a user's password and refresh token; when git sends the password,
 ///   only if it is the one stored (as git's own helpers do).
 ///
-/// New credentials go to the level `--access LEVEL` names (git passes the helper's
-/// arguments before the action: `credential.helper = kc --access after-first-unlock`),
-/// by default `when-unlocked`; get and erase find an item at any level.
-///
 /// Input is `key=value` lines up to an empty line or the end, at most 64 KiB, no NUL.
-/// Unknown keys and unknown actions are ignored, as git requires. Nothing secret is in
-/// argv: git passes only the action there.
-enum GitCredentialHelper {
-    static let inputLimit = 65536
+/// Unknown keys are ignored, as git requires.
+public enum GitCredentialHelper {
+    /// The most input a helper reads: git sends a few short `key=value` lines.
+    public static let inputLimit = 65536
     static let latestItem = KeyName("%latest")
     static let refreshSuffix = Array("%oauth_refresh_token".utf8)
 
-    /// What git said about one credential. Values are bytes, as git passes them.
-    struct Credential {
+    /// What git said about one credential (``parse(_:)`` reads it). Values are bytes,
+    /// as git passes them; the password and refresh token are secrets.
+    public struct Credential {
         var protocolName: [UInt8]?
         var host: [UInt8]?
         var path: [UInt8]?
@@ -49,86 +40,27 @@ enum GitCredentialHelper {
         var passwordExpiry: Int64?
         var refreshToken: [UInt8]?
 
-        mutating func overwriteWithZeros() {
+        /// Zeroes the password and the refresh token.
+        public mutating func overwriteWithZeros() {
             password?.overwriteWithZeros()
             refreshToken?.overwriteWithZeros()
         }
     }
 
-    enum Action { case get, store, erase }
-
-    /// Runs the helper with argv as the kernel passed it; exits 0 on success (and for
-    /// an action git may add later), 2 on a failure, 64 on a wrong command line.
-    static func main() -> Never {
-        let argv = CommandLine.unsafeArgv
-        let usage = "kc: usage: git-credential-kc [--access LEVEL] get|store|erase; git runs it for you after 'git config --global credential.helper kc'"
-        // git puts the helper's own arguments before the action:
-        // credential.helper = "kc --access after-first-unlock".
-        var level = Accessibility.Level.whenUnlocked
-        if CommandLine.argc == 4, let option = argv[1], let name = argv[2], strcmp(option, "--access") == 0 {
-            guard let chosen = Accessibility.Level(rawValue: String(cString: name)) else {
-                standardError("kc: git-credential-kc: --access takes when-unlocked, after-first-unlock or always (got '\(String(cString: name))')")
-                exit(ExitStatus.usage.rawValue)
-            }
-            level = chosen
-        } else if CommandLine.argc != 2 {
-            standardError(usage)
-            exit(ExitStatus.usage.rawValue)
-        }
-        guard let word = argv[Int(CommandLine.argc) - 1] else {
-            standardError(usage)
-            exit(ExitStatus.usage.rawValue)
-        }
-        let action: Action
-        if strcmp(word, "get") == 0 { action = .get }
-        else if strcmp(word, "store") == 0 { action = .store }
-        else if strcmp(word, "erase") == 0 { action = .erase }
-        else { exit(0) }  // git: "If a helper receives any other operation, it should silently ignore the request."
-
-        var input: [UInt8]
-        switch readHelperInput(limit: inputLimit, stopAtBlankLine: true) {
-        case .bytes(let bytes): input = bytes
-        case .tooLong:
-            standardError("kc: git-credential-kc: the input is over \(inputLimit) bytes; git sends a few key=value lines")
-            exit(ExitStatus.failure.rawValue)
-        case .unreadable:
-            standardError("kc: git-credential-kc: cannot read standard input: \(String(cString: strerror(errno)))")
-            exit(ExitStatus.failure.rawValue)
-        }
-        var credential: Credential
-        do {
-            credential = try parse(input)
-        } catch {
-            input.overwriteWithZeros()
-            standardError("kc: git-credential-kc: \(error.message)")
-            exit(ExitStatus.failure.rawValue)
-        }
-        input.overwriteWithZeros()
-        defer { credential.overwriteWithZeros() }
-        do {
-            switch action {
-            case .get: try get(credential)
-            case .store: try store(credential, at: Accessibility(level: level, thisDeviceOnly: false))
-            case .erase: try erase(credential)
-            }
-        } catch {
-            standardError("kc: git-credential-kc: \(error.message)")
-            exit(ExitStatus.failure.rawValue)
-        }
-        exit(0)
-    }
-
-    struct Failure: Error {
-        var message: String
-        init(_ message: String) { self.message = message }
+    /// Why the helper cannot do what git asked; `message` is the text after
+    /// `kc: git-credential-kc: `, and never holds a secret.
+    public struct Failure: Error {
+        public var message: String
+        /// A failure that `message` says all of.
+        public init(_ message: String) { self.message = message }
         init(_ error: KeychainError) { self.message = "\(error)" }
     }
 
     // MARK: The protocol
 
     /// Parses `key=value` lines (a final CR is dropped, as git does). `url=` stands for
-    /// its parts and, as in git, clears what came before it.
-    static func parse(_ input: [UInt8]) throws(Failure) -> Credential {
+    /// its parts and, as in git, clears what came before it. The caller zeroes `input`.
+    public static func parse(_ input: [UInt8]) throws(Failure) -> Credential {
         var credential = Credential()
         var lineNumber = 0
         for line in input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
@@ -261,32 +193,37 @@ enum GitCredentialHelper {
 
     // MARK: Actions
 
-    /// Prints `username`, `password` (and `password_expiry_utc`, `oauth_refresh_token`)
-    /// for the remote; prints nothing when there is no credential, so git asks on.
-    static func get(_ credential: Credential) throws(Failure) {
-        guard let service = serviceName(for: credential) else { return }
+    /// The answer for the remote: `username`, `password` (and `password_expiry_utc`,
+    /// `oauth_refresh_token`) lines; empty when there is no credential, so git asks on.
+    /// The caller writes it to standard output and zeroes it.
+    public static func get(_ credential: Credential) throws(Failure) -> [UInt8] {
+        guard let service = serviceName(for: credential) else { return [] }
         let keychain = try reported { () throws(KeychainError) in try Keychain(service: service) }
         guard let user = try chosenUser(credential.username, in: keychain),
-              let names = itemNames(forUser: user) else { return }
+              let names = itemNames(forUser: user) else { return [] }
 
-        var output: [UInt8] = []
-        defer { output.overwriteWithZeros() }
         var password: [UInt8]? = try reported { () throws(KeychainError) in try keychain.data(forKey: names.password) }
         defer { password?.overwriteWithZeros() }
         var refreshToken: [UInt8]? = try reported { () throws(KeychainError) in try keychain.data(forKey: names.refreshToken) }
         defer { refreshToken?.overwriteWithZeros() }
-        guard password != nil || refreshToken != nil else { return }
-        // Room for every line up front: a reallocation would leave a copy behind.
-        output.reserveCapacity(user.count + (password?.count ?? 0) + (refreshToken?.count ?? 0) + 128)
-        try append("username", user, to: &output)
-        if let password {
-            try append("password", password, to: &output)
-            if let deadline = try reported({ () throws(KeychainError) in try keychain.deadline(forKey: names.password) }) {
-                try append("password_expiry_utc", Array(String(deadline.secondsSinceEpoch).utf8), to: &output)
+        guard password != nil || refreshToken != nil else { return [] }
+        var output: [UInt8] = []
+        do {
+            // Room for every line up front: a reallocation would leave a copy behind.
+            output.reserveCapacity(user.count + (password?.count ?? 0) + (refreshToken?.count ?? 0) + 128)
+            try append("username", user, to: &output)
+            if let password {
+                try append("password", password, to: &output)
+                if let deadline = try reported({ () throws(KeychainError) in try keychain.deadline(forKey: names.password) }) {
+                    try append("password_expiry_utc", Array(String(deadline.secondsSinceEpoch).utf8), to: &output)
+                }
             }
+            if let refreshToken { try append("oauth_refresh_token", refreshToken, to: &output) }
+        } catch {
+            output.overwriteWithZeros()
+            throw error
         }
-        if let refreshToken { try append("oauth_refresh_token", refreshToken, to: &output) }
-        guard writeSecretOutput(&output) else { throw Failure("cannot write to standard output") }
+        return output
     }
 
     /// The user git asked for, else the only stored user, else the one stored last.
@@ -303,7 +240,7 @@ enum GitCredentialHelper {
     /// Stores the password (with its expiry) and refresh token of a user. Without a
     /// remote, a user name or a password there is nothing to store, as for git's own
     /// helpers; a password whose expiry has passed is not stored either.
-    static func store(_ credential: Credential, at accessibility: Accessibility = .whenUnlocked) throws(Failure) {
+    public static func store(_ credential: Credential, at accessibility: Accessibility = .whenUnlocked) throws(Failure) {
         guard let service = serviceName(for: credential),
               let user = credential.username, !user.isEmpty,
               let password = credential.password, !password.isEmpty else { return }
@@ -331,7 +268,7 @@ enum GitCredentialHelper {
 
     /// Removes the user's credential (every user's when git names none); when git sends
     /// a password, only a credential holding that password.
-    static func erase(_ credential: Credential) throws(Failure) {
+    public static func erase(_ credential: Credential) throws(Failure) {
         guard let service = serviceName(for: credential) else { return }
         let keychain = try reported { () throws(KeychainError) in try Keychain(service: service) }
         let users: [[UInt8]]
@@ -349,6 +286,21 @@ enum GitCredentialHelper {
             let remaining = try keychain.allKeyNames()
             if remaining.isEmpty || remaining == [latestItem] { try keychain.removeAll() }
         }
+    }
+
+    // MARK: Input
+
+    /// Where git's input ends in `bytes[range]`: at the first empty line (a line feed at
+    /// the very start, or one right after another, or after a carriage return that
+    /// follows one), if one is there. `range` is what was read last, and the byte before it.
+    public static func blankLineEnd(in bytes: [UInt8], _ range: Range<Int>) -> Int? {
+        let newline = UInt8(ascii: "\n"), carriageReturn = UInt8(ascii: "\r")
+        for index in range where bytes[index] == newline {
+            var start = index
+            if start > 0 && bytes[start - 1] == carriageReturn { start -= 1 }
+            if start == 0 || bytes[start - 1] == newline { return start }
+        }
+        return nil
     }
 
     // MARK: Helpers

@@ -12,12 +12,12 @@ import Musl
 /// need not be UTF-8, and the command must see it unchanged (a `String` would turn every
 /// invalid byte into U+FFFD). So the inherited environment is read from `environ` as C
 /// strings, and items are added as bytes.
-struct ChildEnvironment {
+public struct ChildEnvironment {
     /// `NAME=value` entries, without the terminating NUL, in `environ`'s order.
-    private(set) var entries: [[UInt8]]
+    public private(set) var entries: [[UInt8]]
 
     /// This process's environment, byte for byte.
-    static func inherited() -> ChildEnvironment {
+    public static func inherited() -> ChildEnvironment {
         var entries: [[UInt8]] = []
         var pointer = environ
         while let entry = pointer.pointee {
@@ -32,7 +32,7 @@ struct ChildEnvironment {
     /// - Precondition: `name` is an environment name (kc makes them: ASCII, no `=`), and
     ///   `value` has no NUL byte, which cannot be in an environment string; the caller
     ///   refuses such a value with a message first.
-    mutating func set(_ name: String, to value: some Collection<UInt8>) {
+    public mutating func set(_ name: String, to value: some Collection<UInt8>) {
         let nameBytes = Array(name.utf8)
         for index in entries.indices.reversed() {
             // An entry without '=' is all name.
@@ -50,7 +50,7 @@ struct ChildEnvironment {
     }
 
     /// Zeroes every entry: some hold item values.
-    mutating func overwriteWithZeros() {
+    public mutating func overwriteWithZeros() {
         for index in entries.indices { entries[index].overwriteWithZeros() }
     }
 }

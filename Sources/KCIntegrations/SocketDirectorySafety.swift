@@ -1,0 +1,46 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Whether a directory is a safe home for `kc credential-server`'s socket. Whoever may
+/// rename entries in the socket's directory, or in one above it, may swap the socket for
+/// their own, and every unit would then load that impostor's values; so each directory
+/// from the socket's up to `/` must be changeable only by this uid and root.
+public enum SocketDirectorySafety {
+    /// The first directory, from `directory` up to `/`, both as written and with
+    /// symbolic links resolved, whose entries someone else may change, and why
+    /// (``problem(with:)``); nil if there is none.
+    public static func unsafeDirectory(holding directory: String) -> (directory: String, problem: String)? {
+        var candidates: [String] = []
+        func addAncestors(of start: String) {
+            var current = start
+            while true {
+                candidates.append(current)
+                guard current != "/", let slash = current.lastIndex(of: "/") else { break }
+                current = slash == current.startIndex ? "/" : String(current[..<slash])
+            }
+        }
+        addAncestors(of: directory)
+        if let resolved = realpath(directory, nil) {
+            addAncestors(of: String(cString: resolved))
+            free(resolved)
+        }
+        for candidate in candidates {
+            if let problem = problem(with: candidate) { return (candidate, problem) }
+        }
+        return nil
+    }
+
+    /// Why a directory is unsafe to hold the socket (`belongs to uid 1001`, `is writable
+    /// by its group or by others` when it is not sticky either), or nil if only this uid
+    /// and root can change its entries. The checks are stat(2)'s owner and mode.
+    public static func problem(with directory: String) -> String? {
+        var info = stat()
+        guard stat(directory, &info) == 0 else { return "cannot be examined (\(String(cString: strerror(errno))))" }
+        if info.st_uid != getuid() && info.st_uid != 0 { return "belongs to uid \(info.st_uid)" }
+        if info.st_mode & 0o022 != 0 && info.st_mode & S_ISVTX == 0 { return "is writable by its group or by others" }
+        return nil
+    }
+}

@@ -131,13 +131,23 @@ public enum GitCredentialHelper {
         return credential
     }
 
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
     private static func percentDecoded(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
         var decoded: [UInt8] = []
         var index = bytes.startIndex
         while index < bytes.endIndex {
+            // Exactly two hex digits, as git's url decoding takes them ("%+f" stays as it is).
             if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.endIndex,
-               let value = UInt8(String(decoding: bytes[(index + 1)...(index + 2)], as: UTF8.self), radix: 16) {
-                decoded.append(value)
+               let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+                decoded.append(high << 4 | low)
                 index += 3
             } else {
                 decoded.append(bytes[index])

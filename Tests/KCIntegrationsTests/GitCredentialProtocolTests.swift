@@ -132,6 +132,7 @@ final class GitCredentialProtocolTests: XCTestCase {
         XCTAssertEqual(try url("https://h%2Fteam").host, "h/team", "a %2F in the host decodes to '/'")
         XCTAssertEqual(try url("https://h/100%").path, "100%", "a '%' without two hex digits stays")
         XCTAssertEqual(try url("https://h/%zz%4").path, "%zz%4")
+        XCTAssertEqual(try url("https://h/%+f%-0%+0").path, "%+f%-0%+0", "a sign is not a hex digit: no NUL or 0x0F is made")
         XCTAssertEqual(try url("https://a:@h").password, "", "an empty password after ':'")
         XCTAssertEqual(try url("https://:pw@h").user, "")
     }

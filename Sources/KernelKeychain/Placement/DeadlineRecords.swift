@@ -83,7 +83,10 @@ internal enum DeadlineRecords {
         }.get()
         do throws(KeyctlError) {
             try record.setPermissions(recordPermissions)
-            try record.setTimeout(seconds: seconds &+ 1 == 0 ? seconds : seconds + 1)
+            // Two seconds past the item's own: the item's timeout is set after this, maybe
+            // in the next second, and must never outlive its record (a save would then
+            // take it for an item without a deadline).
+            try record.setTimeout(seconds: seconds > UInt32.max - 2 ? seconds : seconds + 2)
             try record.move(from: thread, to: ring, exclusive: false)
         } catch {
             try? record.unlink(from: thread)

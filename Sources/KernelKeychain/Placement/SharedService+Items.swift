@@ -88,7 +88,7 @@ extension OwnService {
                 }
             } else {
                 let sharing = Sharing(group: group, isGroupWritable: groupWritable)
-                try Keychain.apply(sharing, to: rings)
+                try Placement.apply(sharing, to: rings)
                 return sharing
             }
         }

@@ -25,19 +25,19 @@ extension Keychain {
         try group.requireCaller()
         let sharing = Sharing(group: group, isGroupWritable: writable)
         let rings = try ownRings().map(\.serial)
-        try Self.apply(sharing, to: rings)
+        try Placement.apply(sharing, to: rings)
         // A keyring a concurrent write made at a new level meanwhile.
-        try Self.apply(sharing, to: try ownRings().map(\.serial).filter { !rings.contains($0) })
+        try Placement.apply(sharing, to: try ownRings().map(\.serial).filter { !rings.contains($0) })
     }
 
     /// Stops sharing the service: the group loses every right on its keyrings and items
     /// at once. Keyrings first, so no member can find an item while the rest follow.
     public func unshare() throws(KeychainError) {
-        try Self.apply(nil, to: try ownRings().map(\.serial))
+        try Placement.apply(nil, to: try ownRings().map(\.serial))
         // Again, listing the keyrings afresh: a concurrent write may have made one at a
         // new level and let it join the sharing before this unshare reached the others.
         guard let service = serviceName else { return }
-        try Self.apply(nil, to: try ServiceKeyring.rings(of: service).map(\.serial))
+        try Placement.apply(nil, to: try ServiceKeyring.rings(of: service).map(\.serial))
     }
 
     /// How the caller's service is shared, or nil if it is private.
@@ -107,58 +107,5 @@ extension Keychain {
         let rings = try ServiceKeyring.rings(of: service)
         guard !rings.isEmpty else { throw .noSuchService(service.description) }
         return rings
-    }
-
-    /// Shares each ring (items, keyring, then the items again, for any a concurrent
-    /// write added in between) or unshares them (every keyring, every keyring again for
-    /// any a concurrent write made join, then the items). With the re-checks in
-    /// ``set(_:forKey:)`` and the second pass of ``share(with:writable:)`` and
-    /// ``unshare()`` over freshly listed keyrings, every item ends up shared exactly as
-    /// its keyring (`SharingLibraryTests` races writers at two levels against both).
-    internal static func apply(_ sharing: Sharing?, to rings: [KeySerial]) throws(KeychainError) {
-        do throws(KeyctlError) {
-            if let sharing {
-                for ring in rings {
-                    try ignoringGone { () throws(KeyctlError) in
-                        try applyToItems(sharing, in: ring)
-                        try Sharing.apply(sharing, to: ring, as: .keyring)
-                        try applyToItems(sharing, in: ring)
-                    }
-                }
-            } else {
-                for _ in 0..<2 {
-                    for ring in rings { try ignoringGone { () throws(KeyctlError) in try Sharing.apply(nil, to: ring, as: .keyring) } }
-                }
-                for ring in rings { try ignoringGone { () throws(KeyctlError) in try applyToItems(nil, in: ring) } }
-            }
-        } catch {
-            throw KeychainError(error)
-        }
-    }
-
-    /// Runs `body`, treating a key that vanished meanwhile as done.
-    private static func ignoringGone(_ body: () throws(KeyctlError) -> Void) throws(KeyctlError) {
-        do {
-            try body()
-        } catch {
-            if !error.meansKeyIsGone { throw error }
-        }
-    }
-
-    /// The items get the sharing; a key of another uid's found in the caller's keyring
-    /// is unlinked rather than stopping a share or unshare for good.
-    private static func applyToItems(_ sharing: Sharing?, in ring: KeySerial) throws(KeyctlError) {
-        for item in try ring.linkedKeys() {
-            do {
-                guard let info = try? item.describe(), info.uid == geteuid() else {
-                    try? item.unlink(from: ring)
-                    continue
-                }
-                guard info.type == "user" else { continue }
-                try Sharing.apply(sharing, to: item, as: .item)
-            } catch {
-                if !error.meansKeyIsGone { throw error }
-            }
-        }
     }
 }

@@ -150,4 +150,25 @@ final class WritePathAttackTests: VaultTestCase {
         _ = try rebootAndUnlock(vault)
         XCTAssertEqual(try vault.get(service, "K").output, inKernel ?? "", "after a reboot the item is not what the kernel held before it")
     }
+
+    // MARK: A commit that fails after the kernel changed
+
+    /// The commit's rename(2) can fail after the kernel change (here: a careless user left
+    /// a folder where the item's file goes; for an ordinary user a `chmod 500` of the
+    /// service's folder does the same). `kc set` then exits 2 saying "nothing was
+    /// changed", but the kernel already holds the new value, which the vault never gets.
+    func testAWriteWhoseCommitFailsSaysNothingChangedButTheKernelChanged() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "K", "v1").status, 0)
+        let file = vault.itemFile("when-unlocked", service, "K")
+        XCTAssertEqual(FileOps.unlink(file), 0)
+        XCTAssertEqual(FileOps.mkdir(file), 0)
+        let result = try vault.set(service, "K", "v2")
+        if result.status != 0 {
+            XCTAssertEqual(try Keychain(service: service).string(forKey: "K"), "v1",
+                           "kc set failed (\(result.standardError.trimmingCharacters(in: .newlines))) yet the kernel holds the new value")
+        }
+        XCTAssertEqual(FileOps.rmdir(file), 0)
+    }
 }

@@ -171,4 +171,38 @@ final class WritePathAttackTests: VaultTestCase {
         }
         XCTAssertEqual(FileOps.rmdir(file), 0)
     }
+
+    // MARK: kc lock reconciles values and levels, not deadlines
+
+    /// A deadline change through the mount (setfattr user.kc.timeout, a seven-day item
+    /// cut to five minutes) whose daemon is killed after the kernel change and before the
+    /// commit: the kernel holds the five-minute deadline. `kc lock` finds the file holding
+    /// the same value and level and drops the item without saving the kernel's deadline,
+    /// so after `kc unlock` the item lives seven days again: a lock and an unlock
+    /// lengthened a deadline (README: "kc lock saves the kernel's value before it drops
+    /// an item whose file does not hold it"; the deadline is part of what the file holds).
+    func testKcLockForgetsADeadlineChangeKilledBeforeItsCommit() throws {
+        try requireStrace()
+        let vault = try makeVault()
+        let mount = try mount(writingTo: vault)
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "K", "v1", options: ["--access", "after-first-unlock", "--timeout", "7d"]).status, 0)
+        XCTAssertTrue(FileOps.exists(mount.file(service, "K")))
+        let daemon = try XCTUnwrap(daemonProcess(serving: mount.path), "the mount's daemon")
+        let tracer = try SpawnedProcess("/usr/bin/env", ["strace", "-qq", "-f", "-o", "/dev/null", "-p", String(daemon),
+                                                         "-e", "trace=rename", "-e", "inject=rename:signal=SIGKILL:when=1"])
+        usleep(700_000)  // strace attaches to every thread
+        let setfattr = try runCommand("/usr/bin/setfattr", ["-n", "user.kc.timeout", "-v", "300", mount.file(service, "K")])
+        _ = tracer.wait()
+        XCTAssertNotEqual(setfattr.status, 0, "the daemon was killed at the commit's rename")
+        let killed = try XCTUnwrap(try listed(service, "K"))
+        let left = try XCTUnwrap(killed.secondsLeft)
+        XCTAssertLessThanOrEqual(left, 300, "the kernel changed before the kill")
+
+        XCTAssertEqual(try vault.lock(levels: ["after-first-unlock"]).status, 0)
+        XCTAssertEqual(try vault.unlock().result.status, 0)
+        let relocked = try XCTUnwrap(try listed(service, "K"))
+        XCTAssertLessThanOrEqual(relocked.secondsLeft ?? .max, 300,
+                                 "after kc lock; kc unlock the item's deadline is the file's old one, not the kernel's: \(relocked.secondsLeft.map { "\($0)s" } ?? "none") left")
+    }
 }

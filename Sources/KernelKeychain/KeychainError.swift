@@ -92,6 +92,10 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     case vaultUnsafe(path: String, problem: String, fix: String)
     /// A file of the vault could not be read or written (`reason`: the errno's text).
     case vaultIOFailed(path: String, action: String, reason: String)
+    /// The kernel holds a write's new value, but putting its vault file in place failed
+    /// afterwards (`reason`: the errno's text): until it is saved, a reboot brings back
+    /// the old value.
+    case vaultNotSaved(path: String, reason: String)
     /// A vault file that is not a well-formed age file for this vault.
     case vaultCrypto(path: String, String)
     /// A device-only item cannot be encrypted yet: the vault was copied here from
@@ -196,6 +200,8 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             return "refusing the vault: \(path) \(problem); \(fix)"
         case .vaultIOFailed(let path, let action, let reason):
             return "cannot \(action) \(path): \(reason); nothing was changed (free space or fix the folder, then try again)"
+        case .vaultNotSaved(let path, let reason):
+            return "the new value is in the kernel, but the vault could not save it (\(path): \(reason)); fix that, then set the item again (or run 'kc unlock') so that it survives a reboot"
         case .vaultCrypto(let path, let reason):
             return "vault file \(path) is not usable: \(reason); restore it from a backup of the vault folder"
         case .vaultNotUnlockedOnThisMachine(let path):

@@ -45,7 +45,7 @@ public struct FilesystemError: Error, Hashable, Sendable {
             self.init(.fileExists)
         case .wrongPassphrase, .weakPassphrase, .invalidWorkFactor:
             self.init(.invalidArgument)
-        case .vaultIOFailed, .vaultCrypto:
+        case .vaultIOFailed, .vaultNotSaved, .vaultCrypto:
             self.init(.ioError)
         }
     }

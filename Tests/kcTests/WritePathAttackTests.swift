@@ -42,12 +42,14 @@ final class WritePathAttackTests: VaultTestCase {
 
     // MARK: Stale deadline records
 
-    /// `kc set --timeout 1h S K`, then `kc set S K` (no timeout) killed right after its
-    /// add_key updated the key (which cleared the kernel's expiry) and before it dropped
-    /// the record: `kc ls --long` and /proc/keys say the item never expires, yet the next
-    /// save through the mount (Keychain.replace, which trusts the record alone) gives it
-    /// the old one-hour deadline back, and the item is silently gone an hour later.
-    func testAKilledUntimedSetLeavesARecordThatTheNextSaveTurnsBackIntoADeadline() throws {
+    /// `kc set --timeout 1h S K`, then `kc set S K` (no timeout) killed at each of its
+    /// keyring calls: whatever the kill left, an item /proc/keys shows without expiry
+    /// keeps none after the next save through the mount (which trusts kc's deadline
+    /// record alone). Found when the untimed set updated the key in place (clearing its
+    /// expiry) and dropped the record after: killed between, the save gave the item its
+    /// old hour back and it was gone an hour later. It now displaces a key that had a
+    /// record with a new key, whose serial no old record names.
+    func testAnUntimedSetKilledAtAnyStepLeavesNoRecordThatASaveTurnsIntoADeadline() throws {
         try requireStrace()
         let mount = try mount()
         let service = uniqueService()
@@ -74,27 +76,13 @@ final class WritePathAttackTests: VaultTestCase {
         XCTAssertEqual(bad, [], "a save must not give an item a deadline it does not have (README: deadlines are never lengthened or shortened by kc)")
     }
 
-    /// The same stale record without any kill: the item's expiry cleared outside kc
-    /// (`keyctl timeout KEY 0`, as README's keyctl interop allows) shows as no deadline
-    /// in `kc ls --long`, and the next save through the mount sets kc's old deadline again.
-    func testAnExpiryClearedWithKeyctlComesBackAtTheNextSave() throws {
-        let mount = try mount()
-        let service = uniqueService()
-        XCTAssertEqual(try kc(["set", "--timeout", "1h", service, "K"], input: Array("v1".utf8)).status, 0)
-        let item = try XCTUnwrap(try listed(service, "K"))
-        XCTAssertEqual(try keyctl("timeout", String(item.serial), "0").status, 0)
-        XCTAssertNil(try listed(service, "K")?.secondsLeft, "kc ls --long: no deadline now")
-        XCTAssertEqual(writeFile(mount.file(service, "K"), Array("v2".utf8)), 0)
-        let saved = try XCTUnwrap(try listed(service, "K"))
-        XCTAssertNil(saved.secondsLeft, "the save gave the item back a deadline it did not have: /proc/keys \(procKeysExpiry(serial: saved.serial) ?? "?")")
-    }
-
     /// Without a vault nothing serialises writers: `Keychain.setTimeout` (setfattr
-    /// user.kc.timeout) writes the record, then sets the key's timeout; a concurrent
-    /// untimed `set` updates the key (clearing its expiry) and drops the record in
-    /// between. The key ends with a kernel timeout and no record, and the next save
-    /// through the mount (trusting the record alone) makes the timed item permanent.
-    func testATimeoutRacingAnUntimedSetLeavesADeadlineWithoutRecordThatASaveErases() throws {
+    /// user.kc.timeout) writes the record, then sets the key's timeout, while untimed
+    /// `set`s of the same item run. A key with a kernel timeout must never be left
+    /// without its record, which the next save would take for no deadline and make the
+    /// timed item permanent (it was, when the untimed set updated the key in place and
+    /// dropped the record in between).
+    func testATimeoutRacingAnUntimedSetNeverLeavesATimedItemWithoutItsRecord() throws {
         let service = uniqueService()
         let keychain = try Keychain(service: service)
         try keychain.set("v0", forKey: "K")
@@ -124,12 +112,12 @@ final class WritePathAttackTests: VaultTestCase {
 
     /// `kc set S K` of a new item killed after its kernel change and before the commit
     /// (at its first rename(2), strace -e inject=rename:signal=SIGKILL:when=1): the
-    /// kernel holds the item, the vault has no file. The reconciliation is driven by the
-    /// files only, so `kc lock` leaves the when-unlocked secret readable, `kc unlock`
-    /// does not save it (its staged file in tmp/ is deleted unread), and a reboot loses
-    /// an item that kc kept through a lock and an unlock. DESIGN §9: "a crash leaves old
-    /// or new, in both, and unlock and lock reconcile".
-    func testAKilledSetOfANewItemIsNeverReconciled() throws {
+    /// kernel holds the item, the vault only its staged file in tmp/. `kc lock` commits
+    /// a staged file whose value the kernel holds, then drops the item; `kc unlock` and a
+    /// reboot bring it back (DESIGN §9: "a crash leaves old or new, in both, and unlock
+    /// and lock reconcile"). Before, both went by the files alone and deleted the staged
+    /// one unread: the lock left the secret readable and a reboot lost it.
+    func testANewItemWhoseSetWasKilledBeforeItsCommitIsSavedByTheNextLock() throws {
         try requireStrace()
         let vault = try makeVault()
         let service = uniqueService()
@@ -153,11 +141,11 @@ final class WritePathAttackTests: VaultTestCase {
 
     // MARK: A commit that fails after the kernel changed
 
-    /// The commit's rename(2) can fail after the kernel change (here: a careless user left
-    /// a folder where the item's file goes; for an ordinary user a `chmod 500` of the
-    /// service's folder does the same). `kc set` then exits 2 saying "nothing was
-    /// changed", but the kernel already holds the new value, which the vault never gets.
-    func testAWriteWhoseCommitFailsSaysNothingChangedButTheKernelChanged() throws {
+    /// A careless user left a folder where the item's file goes (for an ordinary user a
+    /// `chmod 500` of the service's folder is the same): the commit's rename(2) could
+    /// not be made. That is found when the file is staged, so `kc set` fails before the
+    /// kernel changes, and its "nothing was changed" is true.
+    func testAWriteTheVaultCannotCommitIsRefusedBeforeTheKernelChanges() throws {
         let vault = try makeVault()
         let service = uniqueService()
         XCTAssertEqual(try vault.set(service, "K", "v1").status, 0)
@@ -172,16 +160,15 @@ final class WritePathAttackTests: VaultTestCase {
         XCTAssertEqual(FileOps.rmdir(file), 0)
     }
 
-    // MARK: kc lock reconciles values and levels, not deadlines
+    // MARK: kc lock reconciles values, levels and deadlines
 
     /// A deadline change through the mount (setfattr user.kc.timeout, a seven-day item
     /// cut to five minutes) whose daemon is killed after the kernel change and before the
-    /// commit: the kernel holds the five-minute deadline. `kc lock` finds the file holding
-    /// the same value and level and drops the item without saving the kernel's deadline,
-    /// so after `kc unlock` the item lives seven days again: a lock and an unlock
-    /// lengthened a deadline (README: "kc lock saves the kernel's value before it drops
-    /// an item whose file does not hold it"; the deadline is part of what the file holds).
-    func testKcLockForgetsADeadlineChangeKilledBeforeItsCommit() throws {
+    /// commit: the kernel holds the five-minute deadline, the file seven days. `kc lock`
+    /// compares the deadline as well as the value and level, saves the kernel's, and
+    /// after `kc unlock` the item has five minutes left (it had seven days again when
+    /// only value and level were compared: a lock and an unlock lengthened a deadline).
+    func testKcLockKeepsADeadlineChangeKilledBeforeItsCommit() throws {
         try requireStrace()
         let vault = try makeVault()
         let mount = try mount(writingTo: vault)

@@ -44,8 +44,11 @@ internal enum DeadlineRecords {
     /// moment is recorded; `seconds` must then be its time left.
     static func setTimeout(_ seconds: UInt32, of item: KeySerial, deadline: Deadline? = nil, table: KeySerial? = nil) throws(KeyctlError) {
         guard seconds > 0 else {
-            try item.setTimeout(seconds: 0)
+            // The record first: killed in between, the item keeps its expiry without a
+            // record, and a save makes it last, as asked; the other way round a stale
+            // record would give it a deadline again at the next save.
             forget([item])
+            try item.setTimeout(seconds: 0)
             return
         }
         var recorded = Deadline.fromNow(seconds: UInt64(seconds))
@@ -193,16 +196,18 @@ internal enum DeadlineRecords {
 extension KeySerial {
     /// A new `user` key holding `bytes`, made whole before anyone can see it: in the
     /// thread keyring, with `original`'s group and permissions and the deadline
-    /// (recorded). Place it with ``place(in:)``.
+    /// (recorded; nil: none). Place it with ``place(in:)``.
     static func prepare(_ bytes: UnsafeRawBufferPointer, named name: KeyName, like original: KeyDescription,
-                        until deadline: Deadline, table: KeySerial? = nil) throws(KeyctlError) -> KeySerial {
+                        until deadline: Deadline?, table: KeySerial? = nil) throws(KeyctlError) -> KeySerial {
         let thread = SpecialKeyring.thread.serial
         let fresh = try KeySerial.add(type: "user", description: name, payload: bytes, into: thread)
         do {
             if original.gid != getegid() { try fresh.setGroup(original.gid) }
             try fresh.setPermissions(original.permissions)
-            let seconds = UInt32(clamping: max(deadline.secondsLeft, 1))
-            try DeadlineRecords.setTimeout(seconds, of: fresh, deadline: deadline, table: table)
+            if let deadline {
+                let seconds = UInt32(clamping: max(deadline.secondsLeft, 1))
+                try DeadlineRecords.setTimeout(seconds, of: fresh, deadline: deadline, table: table)
+            }
         } catch {
             try? fresh.unlink(from: thread)
             throw error

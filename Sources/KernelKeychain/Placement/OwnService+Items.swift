@@ -54,25 +54,28 @@ extension OwnService {
         let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home)
         let sharing = try sharingForWrite(rings: rings.map(\.serial))
         let previous = try gather(key, into: homeRing, from: rings)
+        let previousRecord = previous.flatMap { DeadlineRecords.record(of: $0) }
         do throws(KeyctlError) {
             let item: KeySerial
-            if let deadline {
-                // Made whole with its deadline before it is placed: an update would
-                // leave the value without expiry until the timeout is set again.
+            let made = deadline != nil || previousRecord != nil
+            if made {
+                // Made whole with its deadline (or none) before it is placed: an update
+                // would leave the value without expiry until the timeout is set again,
+                // and would leave the old key's record to be dropped afterwards (see
+                // ``updateAtHome(_:forKey:until:)``).
                 let like = KeyDescription(type: "user", uid: geteuid(), gid: sharing?.group.gid ?? getegid(),
                                           permissions: sharing?.permissions(for: .item) ?? .ownerOnly, description: key)
-                let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline)
+                let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline, table: previousRecord?.table)
                 guard try fresh.place(in: homeRing.serial) else { return }
+                if let previousRecord { DeadlineRecords.drop(previousRecord) }  // its key is displaced
                 item = fresh
             } else {
                 // The kernel's add_key leaves a created or updated key without expiry,
                 // so a store without a deadline needs no keyctl_set_timeout.
                 item = try KeySerial.add(type: "user", description: key, payload: bytes, into: homeRing.serial)
             }
-            // Displaced by the new key, or updated (which cleared its expiry).
-            if let previous { DeadlineRecords.forget([previous]) }
             do throws(KeyctlError) {
-                if deadline == nil {
+                if !made {
                     if let sharing { try Sharing.apply(sharing, to: item, as: .item) } else { try item.setPermissions(.ownerOnly) }
                 }
                 // A share or unshare of the service may have run since its sharing was
@@ -102,8 +105,8 @@ extension OwnService {
     }
 
     /// The common write, an existing item at its home level set again: without a
-    /// deadline `add_key` updates that same key in place; with one, a new key made like
-    /// it is moved over it (``Placement/replace(_:of:named:deadline:)``). Either keeps
+    /// deadline (and none before) `add_key` updates that same key in place; else a new
+    /// key made like it is moved over it (``Placement/replace(_:of:named:deadline:)``). Either keeps
     /// its permissions, sharing and one home, so none of them is looked at again. False
     /// when the item is not at home, or the key was replaced or removed since the search
     /// (`add_key` then made a new one): the full store settles that.
@@ -113,10 +116,16 @@ extension OwnService {
               try Placement.isLinked(ring, in: anchor),
               let existing = try Placement.search(ring: ring, for: key)
         else { return false }
-        if deadline != nil {
+        // An item kc gave a deadline has a record. Updating it in place would clear the
+        // kernel's expiry first and drop the record after: killed in between, the
+        // record would give the item a deadline again at the next save. So it is
+        // displaced by a new key instead (whose serial no old record names), as a timed
+        // store always is.
+        let record = DeadlineRecords.record(of: existing)
+        if deadline != nil || record != nil {
             let located = LocatedItem(ring: ring, item: existing, accessibility: home, ringInfo: ringInfo)
-            return try Placement.replace(bytes, of: located, named: key, deadline: deadline,
-                                         record: DeadlineRecords.record(of: existing), like: located.likeOwnItem(named: key))
+            return try Placement.replace(bytes, of: located, named: key, deadline: deadline, displacing: true,
+                                         record: record, like: located.likeOwnItem(named: key))
         }
         let updated: KeySerial
         do {
@@ -125,9 +134,7 @@ extension OwnService {
             if error.meansKeyIsGone { return false }
             throw KeychainError(error)
         }
-        guard updated == existing else { return false }
-        DeadlineRecords.forget([existing])  // the update cleared the key's expiry
-        return true
+        return updated == existing
     }
 
     /// Whether `item` is linked in `ring` and `ring` in its anchor. False also when a

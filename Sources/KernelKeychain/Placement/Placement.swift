@@ -106,10 +106,13 @@ internal enum Placement {
     /// `record` is the item's deadline record if the caller found it (it is dropped
     /// without another search), and `like` what the new key copies (group and
     /// permissions), if the caller knows it without a describe.
+    ///
+    /// With `displacing`, an item without a deadline is displaced by a new key too.
     static func replace(_ bytes: UnsafeRawBufferPointer, of located: LocatedItem, named key: KeyName, deadline: Deadline?,
-                        record: DeadlineRecords.Record? = nil, like: KeyDescription? = nil) throws(KeychainError) -> Bool {
+                        displacing: Bool = false, record: DeadlineRecords.Record? = nil,
+                        like: KeyDescription? = nil) throws(KeychainError) -> Bool {
         do throws(KeyctlError) {
-            guard let deadline else {
+            if deadline == nil && !displacing {
                 return try unlessGone { () throws(KeyctlError) in try located.item.update(payload: bytes) } != nil
             }
             var original = like

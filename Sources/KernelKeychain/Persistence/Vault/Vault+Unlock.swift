@@ -85,6 +85,7 @@ extension Vault {
         try requireExisting()
         return try directory.withLock { () throws(KeychainError) in
             let identities = VaultKeys.stashed(for: directory).map(Self.identities(for:))
+            if let identities { settleStaged(with: identities, keepingUnopened: true) }
             var dropped = 0
             for accessibility in Accessibility.allCases where levels.contains(accessibility.level) {
                 for (service, name) in files(at: accessibility) {
@@ -106,22 +107,58 @@ extension Vault {
               var value = try Placement.value(of: located.item)
         else { return false }
         defer { value.overwriteWithZeros() }
-        if !fileHolds(value, at: level, of: name, in: service, identities: identities) {
-            try write(VaultRecord(service: service, name: name, accessibility: level,
-                                  deadline: DeadlineRecords.deadline(of: located.item), value: value))
+        let deadline = DeadlineRecords.deadline(of: located.item)
+        if !fileHolds(value, at: level, until: deadline, of: name, in: service, identities: identities) {
+            try write(VaultRecord(service: service, name: name, accessibility: level, deadline: deadline, value: value))
         }
         guard levels.contains(level.level) else { return false }
         return try own.remove(located)
     }
 
-    /// Whether the item's file at `level` opens to exactly `value`.
-    private func fileHolds(_ value: [UInt8], at level: Accessibility, of name: KeyName, in service: KeyName,
+    /// Whether the item's file at `level` opens to exactly `value` and `deadline`.
+    private func fileHolds(_ value: [UInt8], at level: Accessibility, until deadline: Deadline?, of name: KeyName, in service: KeyName,
                            identities: [AgeX25519Identity]?) -> Bool {
         guard let identities else { return false }
         var report = VaultUnlockReport()
         guard var record = open(directory.itemFile(level, service, name), identities: identities, report: &report) else { return false }
         defer { record.value.overwriteWithZeros() }
-        return record.service == service && record.name == name && record.accessibility == level && record.value == value
+        return record.service == service && record.name == name && record.accessibility == level
+            && record.deadline?.secondsSinceEpoch == deadline?.secondsSinceEpoch
+            && value.withUnsafeBytes { constantTimeEquals($0, record.value) }
+    }
+
+    /// Files a writer staged in `tmp/` but never committed: it was killed (or its commit
+    /// failed) after staging, before or after its kernel change. Under the lock no write
+    /// is in progress. A file whose item the kernel holds with its value and level is
+    /// the kernel's state: it is committed, so nothing the kernel holds is missing from
+    /// the vault. Any other is removed; with `keepingUnopened`, one these identities
+    /// cannot open waits for an unlock that can.
+    private func settleStaged(with identities: [AgeX25519Identity], keepingUnopened: Bool) {
+        for name in directory.entries(of: directory.temporaryFolder) {
+            let path = directory.temporaryFolder.appending(bytes: name)
+            var report = VaultUnlockReport()
+            report.waitingForUnlock = keepingUnopened
+            guard var record = open(path, identities: identities, report: &report) else {
+                if report.waiting == 0 || !keepingUnopened { directory.remove(path) }
+                continue
+            }
+            defer { record.value.overwriteWithZeros() }
+            if kernelHolds(record) {
+                try? commit(VaultDirectory.StagedFile(path: path), for: record)
+            } else {
+                directory.remove(path)
+            }
+        }
+    }
+
+    /// Whether the kernel holds the record's item with its value at its level.
+    private func kernelHolds(_ record: VaultRecord) -> Bool {
+        let own = OwnService(name: record.service, home: record.accessibility)
+        guard let located = try? own.locate(record.name, exactLevel: true), located.accessibility == record.accessibility,
+              var value = try? Placement.value(of: located.item)
+        else { return false }
+        defer { value.overwriteWithZeros() }
+        return value.withUnsafeBytes { constantTimeEquals($0, record.value) }
     }
 
     /// The services and names of the files at one level.
@@ -158,9 +195,7 @@ extension Vault {
                 try restoreRecipient(of: identity)
                 hostToAdd = hostRecipientNotYetUsed()
             }
-            // Files a writer staged but never put in place (it was killed): under the
-            // lock no write is in progress.
-            for name in directory.entries(of: directory.temporaryFolder) { directory.remove(directory.temporaryFolder.appending(bytes: name)) }
+            settleStaged(with: identities, keepingUnopened: boot)
 
             var report = VaultUnlockReport()
             report.waitingForUnlock = boot
@@ -311,7 +346,9 @@ extension Vault {
                 var value = try Placement.value(of: present.item) ?? []
                 defer { value.overwriteWithZeros() }
                 let same = value.withUnsafeBytes { constantTimeEquals($0, record.value) }
-                if same, present.accessibility == record.accessibility {
+                let deadline = DeadlineRecords.deadline(of: present.item)
+                if same, present.accessibility == record.accessibility,
+                   deadline?.secondsSinceEpoch == record.deadline?.secondsSinceEpoch {
                     report.alreadyLoaded += 1
                 } else {
                     try saveFromKernel(record.name, in: record.service)

@@ -228,7 +228,7 @@ internal struct VaultDirectory: Sendable {
     /// kernel changes, and not at ``commit(_:to:)``.
     func stage(_ bytes: [UInt8], for target: VaultPath? = nil) throws(KeychainError) -> StagedFile {
         try makeFolder(temporaryFolder)
-        if let target { try makeFolder(target.parent) }
+        if let target { try checkReplaceable(target) }
         var generator = SystemRandomNumberGenerator()
         let name = "new-" + String(generator.next() as UInt64, radix: 36) + String(generator.next() as UInt64, radix: 36)
         let path = temporaryFolder.appending(name)
@@ -256,6 +256,25 @@ internal struct VaultDirectory: Sendable {
             throw .vaultIOFailed(path: path.description, action: "write", reason: failure.description)
         }
         return StagedFile(path: path)
+    }
+
+    /// That the commit's rename to `target` can be made: its folder exists and can be
+    /// written in, and nothing but a file is in its place. Checked when staging, before
+    /// the kernel changes, so a commit does not fail after it for these causes.
+    private func checkReplaceable(_ target: VaultPath) throws(KeychainError) {
+        try makeFolder(target.parent)
+        let writable = try target.parent.withCString { access($0, W_OK | X_OK) == 0 }
+        guard writable else {
+            throw .vaultIOFailed(path: target.parent.description, action: "write in", reason: Errno(rawValue: errno).description)
+        }
+        let kind = try target.withCString { path -> mode_t? in
+            var info = stat()
+            return lstat(path, &info) == 0 ? info.st_mode & S_IFMT : nil
+        }
+        if let kind, kind != S_IFREG, kind != S_IFLNK {
+            throw .vaultUnsafe(path: target.description, problem: "is not a file (a folder or another kind of entry is in its place)",
+                               fix: "move it away, then try again")
+        }
     }
 
     /// Puts a staged file in place (`rename`, which replaces atomically) and fsyncs the

@@ -36,12 +36,16 @@ extension Vault: ItemJournal {
         return staged
     }
 
+    /// Runs after the kernel changed: a failure here is reported as such
+    /// (``KeychainError/vaultNotSaved(path:reason:)``), not as a write that changed nothing.
+    /// The next lock or unlock saves what the kernel holds.
     func commit(_ staged: Staged) throws(KeychainError) {
         for (index, entry) in staged.files.enumerated() {
             do {
                 try commit(entry.file, for: entry.record)
             } catch {
                 discard(Staged(files: Array(staged.files[(index + 1)...])))
+                if case .vaultIOFailed(let path, _, let reason) = error { throw .vaultNotSaved(path: path, reason: reason) }
                 throw error
             }
         }

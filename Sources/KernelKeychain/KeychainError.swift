@@ -12,6 +12,8 @@ import Musl
 /// Every case that comes from the kernel carries the ``KeyctlError`` underneath, which
 /// names the failing libkeyutils call and its errno.
 public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
+    // MARK: Input: what the caller asked for cannot be done as asked; nothing reached the kernel
+
     /// The service or item name breaks the naming rules; nothing was sent to the kernel.
     case invalidName(kind: NameKind, problem: NameProblem)
     /// The kernel's `user` keys cannot hold an empty value.
@@ -20,6 +22,17 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     case valueTooLarge(size: Int)
     /// A timeout of zero, or longer than the kernel can express.
     case invalidTimeout(String)
+    /// The stored bytes are not what the caller asked to decode them as.
+    case decodingFailed(item: String, reason: String)
+    /// A write or removal through ``Keychain/anyService``, which names no service.
+    case serviceRequired
+    /// No Unix group has this name.
+    case unknownGroup(String)
+    /// No user has this name (or number).
+    case unknownUser(String)
+
+    // MARK: Kernel: the keyrings refused or cannot be reached
+
     /// The kernel refused: the key belongs to another uid, lacks a permission, or the
     /// keyring is not possessed.
     case accessDenied(KeyctlError)
@@ -31,22 +44,26 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Keyring system calls are not available: blocked by seccomp (most containers) or
     /// not built into the kernel, or the persistent keyring is not supported.
     case keyringsUnavailable(KeyctlError)
-    /// The stored bytes are not what the caller asked to decode them as.
-    case decodingFailed(item: String, reason: String)
-    /// A write or removal through ``Keychain/anyService``, which names no service.
-    case serviceRequired
     /// Any other kernel failure.
     case kernel(KeyctlError)
+    /// The session keyring belongs to another uid (after `su`, `sudo` or `runuser`
+    /// without a new session): what kc stored there would be that uid's to remove.
+    case sessionOfAnotherUser(uid: UInt32)
+    /// kc runs inside a user namespace (rootless podman's secret driver, `podman
+    /// unshare`), where the level's keyring of the user outside (uid `outsideUID`)
+    /// cannot be reached; kc does not fall back to the namespace's own keyring, which
+    /// nothing outside sees.
+    case unreachableFromUserNamespace(level: Accessibility.Level, outsideUID: UInt32)
+    /// The caller has no service of this name at any accessibility.
+    case noSuchService(String)
+    /// A rename's target exists: an item (`name`), or a service with items (`name` nil).
+    case alreadyExists(service: String, name: String?)
 
-    /// No Unix group has this name.
-    case unknownGroup(String)
+    // MARK: Sharing: another user's service, or a group's
+
     /// This process does not carry the group. `addedSinceLogin`: the group database
     /// lists the user, but this login session began before that.
     case notInGroup(AccessGroup, addedSinceLogin: Bool)
-    /// No user has this name (or number).
-    case unknownUser(String)
-    /// The caller has no service of this name at any accessibility.
-    case noSuchService(String)
     /// Nobody (or not that owner, or not through that group) shares the service with
     /// the caller that the caller can see.
     case notShared(service: String, group: String?, owner: String?)
@@ -61,20 +78,7 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The service is already shared with another group.
     case sharedWithAnotherGroup(service: String, current: AccessGroup, requested: AccessGroup)
 
-    /// The session keyring belongs to another uid (after `su`, `sudo` or `runuser`
-    /// without a new session): what kc stored there would be that uid's to remove.
-    case sessionOfAnotherUser(uid: UInt32)
-
-    /// kc runs inside a user namespace (rootless podman's secret driver, `podman
-    /// unshare`), where the level's keyring of the user outside (uid `outsideUID`)
-    /// cannot be reached; kc does not fall back to the namespace's own keyring, which
-    /// nothing outside sees.
-    case unreachableFromUserNamespace(level: Accessibility.Level, outsideUID: UInt32)
-
-    /// A rename's target exists: an item (`name`), or a service with items (`name` nil).
-    case alreadyExists(service: String, name: String?)
-
-    // The vault (see ``Vault``).
+    // MARK: Vault: the encrypted copy on disk (see ``Vault``)
 
     /// The item is not in the kernel but the vault holds it, and the vault is locked.
     case vaultLocked(service: String, item: String)
@@ -101,9 +105,34 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A device-only item cannot be encrypted yet: the vault was copied here from
     /// another machine and not unlocked on this one.
     case vaultNotUnlockedOnThisMachine(path: String)
-
     /// `kc unlock --pam` could not become the PAM user.
     case cannotSwitchUser(user: String, reason: String)
+    /// What an error is about, for whoever turns errors into something else (an exit
+    /// status, an errno): each case belongs to one.
+    public enum Concern: Sendable, Hashable {
+        /// The request itself: a name, a value, a timeout, a user or group that does not exist.
+        case input
+        /// The keyrings: permissions, quota, availability.
+        case kernel
+        /// Another user's service, or a group's.
+        case sharing
+        /// The vault's files and keys.
+        case vault
+    }
+
+    /// The concern this error belongs to.
+    public var concern: Concern {
+        switch self {
+        case .invalidName, .emptyValue, .valueTooLarge, .invalidTimeout, .decodingFailed, .serviceRequired, .unknownGroup, .unknownUser:
+            .input
+        case .accessDenied, .quotaExceeded, .notEnoughQuota, .keyringsUnavailable, .kernel, .sessionOfAnotherUser, .unreachableFromUserNamespace, .noSuchService, .alreadyExists:
+            .kernel
+        case .notInGroup, .notShared, .sharedByMany, .sharedServiceGone, .sharedReadOnly, .ownerOnly, .sharedWithAnotherGroup:
+            .sharing
+        case .vaultLocked, .vaultNotInitialized, .vaultAlreadyExists, .wrongPassphrase, .weakPassphrase, .invalidWorkFactor, .vaultUnsafe, .vaultIOFailed, .vaultNotSaved, .vaultCrypto, .vaultNotUnlockedOnThisMachine, .cannotSwitchUser:
+            .vault
+        }
+    }
 
     /// The biggest value a `user` key accepts.
     public static let maximumValueSize = 32767

@@ -1,52 +1,72 @@
 public import SystemPackage
 import KernelKeychain
 
-/// A filesystem failure as the errno a shell user will see.
+/// A refusal of the filesystem's own (ENOTDIR, EROFS, ENOENT for a missing node...),
+/// as the errno a shell user will see.
+///
+/// The logic throws this for its own decisions and lets the library's `KeychainError`
+/// through unchanged; ``SystemPackage/Errno/init(reporting:)`` says which errno either
+/// one answers, once, where the bridge turns a failed request into its reply.
 public struct FilesystemError: Error, Hashable, Sendable {
     public var errno: Errno
     public init(_ errno: Errno) { self.errno = errno }
+}
 
-    /// EFBIG for a value over 32767 bytes, EDQUOT for the key quota, EINVAL for an
-    /// empty value, EACCES for the kernel's refusals, ENAMETOOLONG for long names.
-    public init(_ error: KeychainError) {
+extension Errno {
+    /// The errno the mount answers for a failure of ``KeychainFilesystem``: a
+    /// ``FilesystemError``'s own, or for a `KeychainError` EFBIG for a value over 32767
+    /// bytes, EDQUOT for the key quota, EINVAL for an empty value, EACCES for the
+    /// kernel's refusals, ENAMETOOLONG for long names. Anything else (nothing else is
+    /// thrown) is EIO, as a request that cannot be answered otherwise gets.
+    ///
+    /// The one place a keychain error becomes an errno.
+    public init(reporting failure: any Error) {
+        switch failure {
+        case let refusal as FilesystemError: self = refusal.errno
+        case let error as KeychainError: self = Self.answering(error)
+        default: self = .ioError
+        }
+    }
+
+    private static func answering(_ error: KeychainError) -> Errno {
         switch error {
         case .invalidName(_, let problem):
-            if case .tooLong = problem { self.init(.fileNameTooLong) } else { self.init(.invalidArgument) }
+            if case .tooLong = problem { .fileNameTooLong } else { .invalidArgument }
         case .emptyValue, .invalidTimeout, .serviceRequired:
-            self.init(.invalidArgument)
+            .invalidArgument
         case .valueTooLarge:
-            self.init(.fileTooLarge)
+            .fileTooLarge
         case .accessDenied:
-            self.init(.permissionDenied)
+            .permissionDenied
         case .quotaExceeded, .notEnoughQuota:
-            self.init(.diskQuotaExceeded)
+            .diskQuotaExceeded
         case .keyringsUnavailable:
-            self.init(.noFunction)
+            .noFunction
         case .unreachableFromUserNamespace:
-            self.init(.notSupported)
+            .notSupported
         case .decodingFailed:
-            self.init(.ioError)
+            .ioError
         case .kernel(let underlying):
-            self.init(underlying.errno)
+            underlying.errno
         case .unknownGroup, .unknownUser, .noSuchService, .notShared, .sharedServiceGone:
-            self.init(.noSuchFileOrDirectory)
+            .noSuchFileOrDirectory
         case .notInGroup, .sharedReadOnly, .ownerOnly, .sessionOfAnotherUser:
-            self.init(.permissionDenied)
+            .permissionDenied
         case .alreadyExists:
-            self.init(.fileExists)
+            .fileExists
         case .sharedByMany, .sharedWithAnotherGroup:
-            self.init(.invalidArgument)
+            .invalidArgument
         // The vault: a locked or unsafe vault refuses; a damaged file is an I/O error.
         case .vaultLocked, .vaultNotUnlockedOnThisMachine, .vaultUnsafe, .cannotSwitchUser:
-            self.init(.permissionDenied)
+            .permissionDenied
         case .vaultNotInitialized:
-            self.init(.noSuchFileOrDirectory)
+            .noSuchFileOrDirectory
         case .vaultAlreadyExists:
-            self.init(.fileExists)
+            .fileExists
         case .wrongPassphrase, .weakPassphrase, .invalidWorkFactor:
-            self.init(.invalidArgument)
+            .invalidArgument
         case .vaultIOFailed, .vaultNotSaved, .vaultCrypto:
-            self.init(.ioError)
+            .ioError
         }
     }
 }

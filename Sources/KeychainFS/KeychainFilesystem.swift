@@ -6,6 +6,12 @@ public import SystemPackage
 /// files. It holds no secret and no cache: every answer comes from the kernel at the
 /// time it is asked, so a change made with `kc set` or the library shows at once.
 /// The FUSE bridge (Bridge/) turns requests into these calls and their results into replies.
+///
+/// A method that reaches the keychain throws untyped: a ``FilesystemError`` for the
+/// filesystem's own refusals, or the library's `KeychainError` unchanged. Typed throws
+/// converts no error type into another, so a `throws(FilesystemError)` here would need
+/// a conversion at every library call; instead the bridge converts once per request,
+/// with `Errno(reporting:)`. What refuses without the keychain stays typed.
 public final class KeychainFilesystem: Sendable {
     public let configuration: MountConfiguration
     /// Attributes of items just removed or renamed away, for a new file in their place.
@@ -19,36 +25,28 @@ public final class KeychainFilesystem: Sendable {
 
     /// The node `name` would be inside `parent`; nil if `parent` is a file or the name
     /// can never exist (the kernel checks `/`, NUL and the 255-byte limit first).
-    public func child(of parent: Node, named name: KeyName) throws(FilesystemError) -> Node {
+    public func child(of parent: Node, named name: KeyName) throws -> Node {
         switch parent {
         case .root:
             if let service = configuration.service { return .item(service: service, name: name) }
             if configuration.showsShared && name == MountConfiguration.sharedDirectoryName { return .sharedRoot }
-            try check(name, as: .service)
+            try validateName(name, as: .service)
             return .service(name)
         case .service(let service):
-            try check(name, as: .item)
+            try validateName(name, as: .item)
             return .item(service: service, name: name)
         case .sharedRoot:
-            try check(name, as: .service)  // a user name: the same rules serve
+            try validateName(name, as: .service)  // a user name: the same rules serve
             guard let owner = name.text else { throw FilesystemError(.noSuchFileOrDirectory) }
             return .sharedOwner(owner)
         case .sharedOwner(let owner):
-            try check(name, as: .service)
+            try validateName(name, as: .service)
             return .sharedService(owner: owner, service: name)
         case .sharedService(let owner, let service):
-            try check(name, as: .item)
+            try validateName(name, as: .item)
             return .sharedItem(owner: owner, service: service, name: name)
         case .item, .sharedItem:
             throw FilesystemError(.notDirectory)
-        }
-    }
-
-    private func check(_ name: KeyName, as kind: NameKind) throws(FilesystemError) {
-        do {
-            try validateName(name, as: kind)
-        } catch {
-            throw FilesystemError(error)
         }
     }
 
@@ -56,18 +54,18 @@ public final class KeychainFilesystem: Sendable {
 
     /// Attributes of a node that exists; ENOENT otherwise. `pendingSize` is the size of
     /// a file being written through an open handle and not yet committed.
-    public func attributes(of node: Node, pendingSize: Int? = nil) throws(FilesystemError) -> NodeAttributes {
+    public func attributes(of node: Node, pendingSize: Int? = nil) throws -> NodeAttributes {
         switch node {
         case .root:
             return directoryAttributes()
         case .service(let service):
-            guard try attempt({ () throws(KeychainError) in try keychain(service).serviceExists() }) else {
+            guard try keychain(service).serviceExists() else {
                 throw FilesystemError(.noSuchFileOrDirectory)
             }
             return directoryAttributes()
         case .item(let service, let name):
             if let pendingSize { return fileAttributes(size: pendingSize) }
-            guard let size = try attempt({ () throws(KeychainError) in try keychain(service).size(ofItem: name) }) else {
+            guard let size = try keychain(service).size(ofItem: name) else {
                 throw FilesystemError(.noSuchFileOrDirectory)
             }
             return fileAttributes(size: size)
@@ -82,7 +80,7 @@ public final class KeychainFilesystem: Sendable {
             }
             return directoryAttributes(shared: true)
         case .sharedItem(let owner, let service, let name):
-            guard let size = try attempt({ () throws(KeychainError) in try sharedKeychain(owner, service).size(ofItem: name) }) else {
+            guard let size = try sharedKeychain(owner, service).size(ofItem: name) else {
                 throw FilesystemError(.noSuchFileOrDirectory)
             }
             return fileAttributes(size: size, shared: true)
@@ -90,11 +88,11 @@ public final class KeychainFilesystem: Sendable {
     }
 
     /// The names in a directory, with whether each is a directory.
-    public func entries(of node: Node) throws(FilesystemError) -> [(name: KeyName, node: Node)] {
+    public func entries(of node: Node) throws -> [(name: KeyName, node: Node)] {
         switch node {
         case .root:
             if let service = configuration.service { return try items(of: service) }
-            var services = try attempt { () throws(KeychainError) in try Keychain.services() }.map { ($0, Node.service($0)) }
+            var services = try Keychain.services().map { ($0, Node.service($0)) }
             if configuration.showsShared {
                 services.removeAll { $0.0 == MountConfiguration.sharedDirectoryName }
                 services.append((MountConfiguration.sharedDirectoryName, .sharedRoot))
@@ -103,12 +101,12 @@ public final class KeychainFilesystem: Sendable {
         case .service(let service):
             return try items(of: service)
         case .sharedRoot:
-            let shared = try attempt { () throws(KeychainError) in try Keychain.sharedServices() }
+            let shared = try Keychain.sharedServices()
             return Set(shared.map(\.ownerName)).sorted().map { (KeyName($0), Node.sharedOwner($0)) }
         case .sharedOwner(let owner):
             return try sharedServices(of: owner).map { ($0.service, Node.sharedService(owner: owner, service: $0.service)) }
         case .sharedService(let owner, let service):
-            let names = try attempt { () throws(KeychainError) in try sharedKeychain(owner, service).allKeyNames() }
+            let names = try sharedKeychain(owner, service).allKeyNames()
             return names.map { ($0, Node.sharedItem(owner: owner, service: service, name: $0)) }
         case .item, .sharedItem:
             throw FilesystemError(.notDirectory)
@@ -116,32 +114,32 @@ public final class KeychainFilesystem: Sendable {
     }
 
     /// The services `owner` shares with the mounting user; none for an unknown user.
-    private func sharedServices(of owner: String) throws(FilesystemError) -> [SharedService] {
+    private func sharedServices(of owner: String) throws(KeychainError) -> [SharedService] {
         do {
             return try Keychain.sharedServices(owner: owner)
         } catch {
             if case .unknownUser = error { return [] }
-            throw FilesystemError(error)
+            throw error
         }
     }
 
-    private func items(of service: KeyName) throws(FilesystemError) -> [(name: KeyName, node: Node)] {
-        let names = try attempt { () throws(KeychainError) in try keychain(service).allKeyNames() }
+    private func items(of service: KeyName) throws(KeychainError) -> [(name: KeyName, node: Node)] {
+        let names = try keychain(service).allKeyNames()
         return names.map { ($0, Node.item(service: service, name: $0)) }
     }
 
     /// The item's value (a copy the caller zeroes when done); ENOENT if missing.
-    public func contents(of node: Node) throws(FilesystemError) -> [UInt8] {
-        let read: () throws(KeychainError) -> [UInt8]?
+    public func contents(of node: Node) throws -> [UInt8] {
+        let read: [UInt8]?
         switch node {
         case .item(let service, let name):
-            read = { () throws(KeychainError) in try self.keychain(service).data(forKey: name) }
+            read = try keychain(service).data(forKey: name)
         case .sharedItem(let owner, let service, let name):
-            read = { () throws(KeychainError) in try self.sharedKeychain(owner, service).data(forKey: name) }
+            read = try sharedKeychain(owner, service).data(forKey: name)
         default:
             throw FilesystemError(.isDirectory)
         }
-        guard let value = try attempt(read) else {
+        guard let value = read else {
             throw FilesystemError(.noSuchFileOrDirectory)
         }
         return value
@@ -155,16 +153,14 @@ public final class KeychainFilesystem: Sendable {
     /// was opened on an item that has since been removed, and like a write to an
     /// unlinked file nothing is stored: returns false.
     @discardableResult
-    public func commit(_ bytes: [UInt8], to node: Node, newItem: NewItemAttributes?) throws(FilesystemError) -> Bool {
+    public func commit(_ bytes: [UInt8], to node: Node, newItem: NewItemAttributes?) throws -> Bool {
         try requireWritable(node)
         guard case .item(let service, let name) = node else { throw FilesystemError(.isDirectory) }
-        return try attempt { () throws(KeychainError) in
-            let keychain = try keychain(service)
-            if try keychain.replace(bytes, forKey: name) { return true }
-            guard let newItem else { return false }
-            try keychain.accessibility(newItem.accessibility).set(bytes, forKey: name, until: newItem.deadline)
-            return true
-        }
+        let keychain = try keychain(service)
+        if try keychain.replace(bytes, forKey: name) { return true }
+        guard let newItem else { return false }
+        try keychain.accessibility(newItem.accessibility).set(bytes, forKey: name, until: newItem.deadline)
+        return true
     }
 
     /// What a new file at `node` becomes when first stored: the level, device-only flag
@@ -191,42 +187,31 @@ public final class KeychainFilesystem: Sendable {
     }
 
     /// `rm`.
-    public func remove(_ node: Node) throws(FilesystemError) {
+    public func remove(_ node: Node) throws {
         try requireWritable(node)
         guard case .item(let service, let name) = node else { throw FilesystemError(.isDirectory) }
-        let removed = try attempt { () throws(KeychainError) -> Bool in
-            let keychain = try keychain(service)
-            if let item = try keychain.item(name) { recentlyReplaced.remember(node, item) }
-            return try keychain.remove(name)
-        }
-        if !removed { throw FilesystemError(.noSuchFileOrDirectory) }
+        let keychain = try keychain(service)
+        if let item = try keychain.item(name) { recentlyReplaced.remember(node, item) }
+        if !(try keychain.remove(name)) { throw FilesystemError(.noSuchFileOrDirectory) }
     }
 
     /// `mkdir`: a new, empty service at the mount's accessibility.
-    public func makeDirectory(_ node: Node) throws(FilesystemError) {
+    public func makeDirectory(_ node: Node) throws {
         try requireWritable(node)
         guard case .service(let service) = node else { throw FilesystemError(.notPermitted) }
-        let exists = try attempt { () throws(KeychainError) -> Bool in
-            let keychain = try keychain(service)
-            if try keychain.serviceExists() { return true }
-            try keychain.accessibility(configuration.newItemAccessibility).createService()
-            return false
-        }
-        if exists { throw FilesystemError(.fileExists) }
+        let keychain = try keychain(service)
+        if try keychain.serviceExists() { throw FilesystemError(.fileExists) }
+        try keychain.accessibility(configuration.newItemAccessibility).createService()
     }
 
     /// `rmdir`: only an empty service.
-    public func removeDirectory(_ node: Node) throws(FilesystemError) {
+    public func removeDirectory(_ node: Node) throws {
         try requireWritable(node)
         guard case .service(let service) = node else { throw FilesystemError(.notPermitted) }
-        let existing = try attempt { () throws(KeychainError) in try self.keychain(service) }
-        guard try attempt({ () throws(KeychainError) in try existing.serviceExists() }) else {
-            throw FilesystemError(.noSuchFileOrDirectory)
-        }
-        guard try attempt({ () throws(KeychainError) in try existing.allKeyNames() }).isEmpty else {
-            throw FilesystemError(.directoryNotEmpty)
-        }
-        try attempt { () throws(KeychainError) in try existing.removeAll() }
+        let existing = try keychain(service)
+        guard try existing.serviceExists() else { throw FilesystemError(.noSuchFileOrDirectory) }
+        guard try existing.allKeyNames().isEmpty else { throw FilesystemError(.directoryNotEmpty) }
+        try existing.removeAll()
     }
 
     /// `mv`. An item moves within or across services: onto an existing item it gives
@@ -234,23 +219,20 @@ public final class KeychainFilesystem: Sendable {
     /// save-by-rename); otherwise it keeps its own. A service directory is renamed in
     /// the kernel, every item keeping its key. Both stay in the kernel: nothing is
     /// copied through the daemon, and the attributes `mv` would copy are never lost.
-    public func rename(_ source: Node, to target: Node, replacing: Bool = true) throws(FilesystemError) {
+    public func rename(_ source: Node, to target: Node, replacing: Bool = true) throws {
         try requireWritable(source)
         try requireWritable(target)
         if source == target { return }
         switch (source, target) {
         case (.item(let fromService, let fromName), .item(let toService, let toName)):
-            let renamed = try attempt { () throws(KeychainError) -> Bool in
-                let from = try keychain(fromService), to = try keychain(toService)
-                if let item = try from.item(fromName) { recentlyReplaced.remember(source, item) }
-                return try from.rename(fromName, to: toName, in: to, replacing: replacing)
+            let from = try keychain(fromService), to = try keychain(toService)
+            if let item = try from.item(fromName) { recentlyReplaced.remember(source, item) }
+            if !(try from.rename(fromName, to: toName, in: to, replacing: replacing)) {
+                throw FilesystemError(.noSuchFileOrDirectory)
             }
-            if !renamed { throw FilesystemError(.noSuchFileOrDirectory) }
         case (.service(let fromService), .service(let toService)):
-            if !replacing, try attempt({ () throws(KeychainError) in try keychain(toService).serviceExists() }) {
-                throw FilesystemError(.fileExists)
-            }
-            try attempt { () throws(KeychainError) in try keychain(fromService).renameService(to: toService) }
+            if !replacing, try keychain(toService).serviceExists() { throw FilesystemError(.fileExists) }
+            try keychain(fromService).renameService(to: toService)
         case (.service, _), (_, .service):
             throw FilesystemError(.notDirectory)
         default:
@@ -260,7 +242,7 @@ public final class KeychainFilesystem: Sendable {
 
     /// `truncate` of a file that is not open: shrink or zero-extend the stored value,
     /// keeping its level and deadline.
-    public func resize(_ node: Node, to size: Int) throws(FilesystemError) {
+    public func resize(_ node: Node, to size: Int) throws {
         try requireWritable(node)
         guard size <= KeychainError.maximumValueSize else { throw FilesystemError(.fileTooLarge) }
         var value = try contents(of: node)
@@ -289,15 +271,15 @@ public final class KeychainFilesystem: Sendable {
 
     /// An attribute's value as text: the level (`always`), `1`/`0`, seconds left (`0` for
     /// no expiry) or the key serial. ENODATA for any other name.
-    public func extendedAttribute(_ name: String, of node: Node) throws(FilesystemError) -> String {
+    public func extendedAttribute(_ name: String, of node: Node) throws -> String {
         guard extendedAttributeNames(of: node).contains(name) else { throw FilesystemError(.noData) }
-        let lookup: () throws(KeychainError) -> KeychainItem?
+        let found: KeychainItem?
         switch node {
-        case .item(let service, let key): lookup = { () throws(KeychainError) in try self.keychain(service).item(key) }
-        case .sharedItem(let owner, let service, let key): lookup = { () throws(KeychainError) in try self.sharedKeychain(owner, service).item(key) }
+        case .item(let service, let key): found = try keychain(service).item(key)
+        case .sharedItem(let owner, let service, let key): found = try sharedKeychain(owner, service).item(key)
         default: throw FilesystemError(.noData)
         }
-        guard let item = try attempt(lookup) else { throw FilesystemError(.noSuchFileOrDirectory) }
+        guard let item = found else { throw FilesystemError(.noSuchFileOrDirectory) }
         switch name {
         case Self.serialAttribute: return String(item.serial.rawValue)
         default:
@@ -310,26 +292,23 @@ public final class KeychainFilesystem: Sendable {
     /// `user.kc.this-device-only` (1/0) marks or unmarks it (both move the same key, so
     /// its deadline stays), `user.kc.timeout` sets the kernel expiry in seconds (0 clears
     /// it). `user.kc.serial` is read-only (EPERM).
-    public func setExtendedAttribute(_ name: String, to text: String, of node: Node) throws(FilesystemError) {
+    public func setExtendedAttribute(_ name: String, to text: String, of node: Node) throws {
         try requireWritable(node)
         guard case .item(let service, let key) = node, extendedAttributeNames(of: node).contains(name) else {
             throw FilesystemError(.notSupported)
         }
-        let keychain = try attempt { () throws(KeychainError) in try self.keychain(service) }
-        guard let item = try attempt({ () throws(KeychainError) in try keychain.item(key) }) else {
-            throw FilesystemError(.noSuchFileOrDirectory)
-        }
+        let keychain = try keychain(service)
+        guard let item = try keychain.item(key) else { throw FilesystemError(.noSuchFileOrDirectory) }
         var attributes = NewItemAttributes(accessibility: item.accessibility ?? configuration.newItemAccessibility, deadline: item.deadline)
         let before = attributes
         try attributes.set(name, to: text)
-        let found = try attempt { () throws(KeychainError) -> Bool in
-            if attributes.accessibility != before.accessibility {
-                return try keychain.move(key, to: attributes.accessibility)
-            }
-            if attributes.deadline != before.deadline {
-                return try keychain.setTimeout(attributes.deadline.map { .seconds($0.secondsLeft) }, forKey: key)
-            }
-            return true
+        let found: Bool
+        if attributes.accessibility != before.accessibility {
+            found = try keychain.move(key, to: attributes.accessibility)
+        } else if attributes.deadline != before.deadline {
+            found = try keychain.setTimeout(attributes.deadline.map { .seconds($0.secondsLeft) }, forKey: key)
+        } else {
+            found = true
         }
         if !found { throw FilesystemError(.noSuchFileOrDirectory) }
     }
@@ -368,16 +347,6 @@ public final class KeychainFilesystem: Sendable {
     private func fileAttributes(size: Int, shared: Bool = false) -> NodeAttributes {
         NodeAttributes(isDirectory: false, size: size, permissions: configuration.readOnly || shared ? 0o400 : 0o600,
                        uid: configuration.uid, gid: configuration.gid)
-    }
-}
-
-/// Runs keychain work, turning its error into the errno a shell user sees.
-@inline(__always)
-func attempt<R>(_ body: () throws(KeychainError) -> R) throws(FilesystemError) -> R {
-    do {
-        return try body()
-    } catch {
-        throw FilesystemError(error)
     }
 }
 

@@ -588,7 +588,7 @@ final class BridgeTests: KeyringTestCase {
     private func assertErrno(_ expected: Errno, _ message: String = "", _ body: () throws -> Void,
                              file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertThrowsError(try body(), message, file: file, line: line) { error in
-            XCTAssertEqual((error as? FilesystemError)?.errno, expected, "\(message): \(error)", file: file, line: line)
+            XCTAssertEqual(Errno(reporting: error), expected, "\(message): \(error)", file: file, line: line)
         }
     }
 

@@ -13,7 +13,7 @@ final class FilesystemLogicTests: KeyringTestCase {
 
     private func assertErrno(_ expected: Errno, _ body: () throws -> Void, file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertThrowsError(try body(), file: file, line: line) { error in
-            XCTAssertEqual((error as? FilesystemError)?.errno, expected, file: file, line: line)
+            XCTAssertEqual(Errno(reporting: error), expected, file: file, line: line)
         }
     }
 

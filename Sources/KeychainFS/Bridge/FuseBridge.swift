@@ -29,13 +29,13 @@ final class FuseBridge: Sendable {
         return node
     }
 
-    private func attributes(of node: Node) throws(FilesystemError) -> NodeAttributes {
+    private func attributes(of node: Node) throws -> NodeAttributes {
         try filesystem.attributes(of: node, pendingSize: handles.pendingSize(of: node))
     }
 
     // MARK: Names
 
-    func lookup(parent: UInt64, name: KeyName) throws(FilesystemError) -> Reply {
+    func lookup(parent: UInt64, name: KeyName) throws -> Reply {
         let child = try filesystem.child(of: node(parent), named: name)
         let attributes = try attributes(of: child)
         return .entry(number: inodes.remember(child), attributes: attributes)
@@ -46,14 +46,14 @@ final class FuseBridge: Sendable {
         return .none
     }
 
-    func getattr(_ number: UInt64) throws(FilesystemError) -> Reply {
+    func getattr(_ number: UInt64) throws -> Reply {
         .attributes(number: number, attributes: try attributes(of: node(number)))
     }
 
     /// Size changes resize the open copy or the stored value; mode and owner may only
     /// be "changed" to what they are (cp -p, sed -i); times are accepted and ignored
     /// (the kernel keeps none for keys).
-    func setattr(_ number: UInt64, size: Int?, mode: UInt32?, uid: UInt32?, gid: UInt32?, handle: UInt64?) throws(FilesystemError) -> Reply {
+    func setattr(_ number: UInt64, size: Int?, mode: UInt32?, uid: UInt32?, gid: UInt32?, handle: UInt64?) throws -> Reply {
         let node = try node(number)
         let current = try attributes(of: node)
         if let mode, mode & 0o7777 != current.permissions { throw FilesystemError(.notPermitted) }
@@ -77,7 +77,7 @@ final class FuseBridge: Sendable {
 
     /// `caller` is the thread id the kernel names in the request, `callerUID` its uid
     /// (for the audit log of `kc mount --audit`).
-    func open(_ number: UInt64, flags: Int32, caller: Int32, callerUID: UInt32 = 0) throws(FilesystemError) -> Reply {
+    func open(_ number: UInt64, flags: Int32, caller: Int32, callerUID: UInt32 = 0) throws -> Reply {
         let node = try node(number)
         guard !node.isDirectory else { throw FilesystemError(.isDirectory) }
         let accessMode = flags & O_ACCMODE
@@ -104,7 +104,7 @@ final class FuseBridge: Sendable {
             let bytes: [UInt8]
             do {
                 bytes = try filesystem.contents(of: node)
-            } catch where error.errno == .noSuchFileOrDirectory {
+            } catch where Errno(reporting: error) == .noSuchFileOrDirectory {
                 guard let pending = handles.pending(node).first else { throw error }
                 bytes = pending.read(offset: 0, count: pending.size)
             }
@@ -133,7 +133,7 @@ final class FuseBridge: Sendable {
                                   readerPID: threadGroup(of: caller), readerUID: callerUID, access: access))
     }
 
-    func create(parent: UInt64, name: KeyName, flags: Int32 = O_WRONLY, caller: Int32) throws(FilesystemError) -> Reply {
+    func create(parent: UInt64, name: KeyName, flags: Int32 = O_WRONLY, caller: Int32) throws -> Reply {
         if filesystem.configuration.readOnly { throw FilesystemError(.readOnlyFileSystem) }
         let child = try filesystem.child(of: node(parent), named: name)
         if child.isShared { throw FilesystemError(.readOnlyFileSystem) }
@@ -165,7 +165,7 @@ final class FuseBridge: Sendable {
     /// close(2) of one descriptor. The opener's close stores the value now, and an error
     /// reaches its close. Another process's close of an inherited copy stores nothing,
     /// nor does the opener's if a signal killed it.
-    func flush(handle: UInt64, caller: Int32) throws(FilesystemError) -> Reply {
+    func flush(handle: UInt64, caller: Int32) throws -> Reply {
         guard let file = handles.file(handle), let pending = file.pending else { return .success }
         guard threadGroup(of: caller) == file.opener else { return .success }
         // A writer killed mid-write closes its files on the way out: its half value is
@@ -179,7 +179,7 @@ final class FuseBridge: Sendable {
     }
 
     /// fsync(2): store now, whoever asks.
-    func fsync(handle: UInt64) throws(FilesystemError) -> Reply {
+    func fsync(handle: UInt64) throws -> Reply {
         try handles.file(handle)?.pending?.commit(to: filesystem)
         return .success
     }
@@ -196,25 +196,25 @@ final class FuseBridge: Sendable {
         return .success
     }
 
-    func unlink(parent: UInt64, name: KeyName) throws(FilesystemError) -> Reply {
+    func unlink(parent: UInt64, name: KeyName) throws -> Reply {
         let child = try filesystem.child(of: node(parent), named: name)
         let wasOpen = handles.unlinkPending(child)
         do {
             try filesystem.remove(child)
-        } catch where wasOpen && error.errno == .noSuchFileOrDirectory {
+        } catch where wasOpen && Errno(reporting: error) == .noSuchFileOrDirectory {
             // A new file not stored yet: removing it was enough.
         }
         return .success
     }
 
-    func rename(parent: UInt64, name: KeyName, newParent: UInt64, newName: KeyName, flags: UInt32) throws(FilesystemError) -> Reply {
+    func rename(parent: UInt64, name: KeyName, newParent: UInt64, newName: KeyName, flags: UInt32) throws -> Reply {
         let source = try filesystem.child(of: node(parent), named: name)
         let target = try filesystem.child(of: node(newParent), named: newName)
         if flags & renameExchange != 0 { throw FilesystemError(.invalidArgument) }
         let replacing = flags & renameNoReplace == 0
         do {
             try filesystem.rename(source, to: target, replacing: replacing)
-        } catch where error.errno == .noSuchFileOrDirectory && !handles.pending(source).isEmpty {
+        } catch where Errno(reporting: error) == .noSuchFileOrDirectory && !handles.pending(source).isEmpty {
             // A new file not stored yet: only its pending write moves.
             if !replacing, (try? attributes(of: target)) != nil { throw FilesystemError(.fileExists) }
         }
@@ -225,18 +225,18 @@ final class FuseBridge: Sendable {
 
     // MARK: Directories
 
-    func mkdir(parent: UInt64, name: KeyName) throws(FilesystemError) -> Reply {
+    func mkdir(parent: UInt64, name: KeyName) throws -> Reply {
         let child = try filesystem.child(of: node(parent), named: name)
         try filesystem.makeDirectory(child)
         return .entry(number: inodes.remember(child), attributes: try attributes(of: child))
     }
 
-    func rmdir(parent: UInt64, name: KeyName) throws(FilesystemError) -> Reply {
+    func rmdir(parent: UInt64, name: KeyName) throws -> Reply {
         try filesystem.removeDirectory(filesystem.child(of: node(parent), named: name))
         return .success
     }
 
-    func opendir(_ number: UInt64) throws(FilesystemError) -> Reply {
+    func opendir(_ number: UInt64) throws -> Reply {
         let node = try node(number)
         guard node.isDirectory else { throw FilesystemError(.notDirectory) }
         var entries = [OpenDirectory.Entry(name: ".", number: number, isDirectory: true),
@@ -263,7 +263,7 @@ final class FuseBridge: Sendable {
 
     // MARK: Extended attributes
 
-    func getxattr(_ number: UInt64, name: String, size: Int) throws(FilesystemError) -> Reply {
+    func getxattr(_ number: UInt64, name: String, size: Int) throws -> Reply {
         let node = try node(number)
         let text: String
         if let newItem = handles.pending(node).lazy.compactMap(\.newItem).first, name != KeychainFilesystem.serialAttribute,
@@ -280,7 +280,7 @@ final class FuseBridge: Sendable {
         return sized(names.flatMap { Array($0.utf8) + [0] }, limit: size)
     }
 
-    func setxattr(_ number: UInt64, name: String, value: String) throws(FilesystemError) -> Reply {
+    func setxattr(_ number: UInt64, name: String, value: String) throws -> Reply {
         let node = try node(number)
         if filesystem.configuration.readOnly || node.isShared { throw FilesystemError(.readOnlyFileSystem) }
         // A file not stored yet takes the attribute when it is (cp -a, mv across filesystems).
@@ -293,7 +293,7 @@ final class FuseBridge: Sendable {
         return .success
     }
 
-    func removexattr(_ number: UInt64, name: String) throws(FilesystemError) -> Reply {
+    func removexattr(_ number: UInt64, name: String) throws -> Reply {
         guard name == KeychainFilesystem.timeoutAttribute else { throw FilesystemError(.notPermitted) }
         try filesystem.setExtendedAttribute(name, to: "0", of: node(number))
         return .success

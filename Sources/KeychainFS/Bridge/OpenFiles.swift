@@ -108,7 +108,7 @@ final class PendingWrite: Sendable {
 
     /// Stores the bytes if they changed since the last store. A poisoned file stores
     /// nothing and throws its error; an unlinked one stores nothing.
-    func commit(to filesystem: KeychainFilesystem) throws(FilesystemError) {
+    func commit(to filesystem: KeychainFilesystem) throws {
         let pending: (bytes: [UInt8], node: Node, newItem: NewItemAttributes?)? = try state.withLock { state throws(FilesystemError) in
             if let failure = state.failure { throw failure }
             guard state.dirty, !state.unlinked else { return nil }

@@ -17,7 +17,7 @@ private func bridge(_ request: fuse_req_t) -> FuseBridge? {
 
 private func answer(
     _ request: fuse_req_t?, _ fileInfo: UnsafeMutablePointer<fuse_file_info>? = nil,
-    _ operation: (FuseBridge) throws(FilesystemError) -> Reply
+    _ operation: (FuseBridge) throws -> Reply
 ) {
     guard let request else { return }
     guard let bridge = bridge(request) else {
@@ -28,7 +28,8 @@ private func answer(
     do {
         reply = try operation(bridge)
     } catch {
-        reply = .error(error.errno)
+        // The one place a failure becomes the errno the kernel gets.
+        reply = .error(Errno(reporting: error))
     }
     send(reply, to: request, fileInfo: fileInfo, times: bridge.mountedAt)
 }
@@ -167,7 +168,7 @@ func keychainOperations() -> fuse_lowlevel_ops {
         }
     }
     operations.lookup = { request, parent, name in
-        answer(request) { bridge throws(FilesystemError) in
+        answer(request) { bridge in
             try bridge.lookup(parent: parent, name: keyName(name))
         }
     }
@@ -183,10 +184,10 @@ func keychainOperations() -> fuse_lowlevel_ops {
         }
     }
     operations.getattr = { request, number, _ in
-        answer(request) { bridge throws(FilesystemError) in try bridge.getattr(number) }
+        answer(request) { bridge in try bridge.getattr(number) }
     }
     operations.setattr = { request, number, attributes, toSet, fileInfo in
-        answer(request) { bridge throws(FilesystemError) in
+        answer(request) { bridge in
             let values = attributes?.pointee
             return try bridge.setattr(
                 number,
@@ -198,47 +199,47 @@ func keychainOperations() -> fuse_lowlevel_ops {
         }
     }
     operations.open = { request, number, fileInfo in
-        answer(request, fileInfo) { bridge throws(FilesystemError) in
+        answer(request, fileInfo) { bridge in
             try bridge.open(number, flags: fileInfo?.pointee.flags ?? O_RDONLY, caller: caller(request), callerUID: callerUID(request))
         }
     }
     operations.create = { request, parent, name, _, fileInfo in
-        answer(request, fileInfo) { bridge throws(FilesystemError) in
+        answer(request, fileInfo) { bridge in
             try bridge.create(parent: parent, name: keyName(name), flags: fileInfo?.pointee.flags ?? O_WRONLY, caller: caller(request))
         }
     }
     operations.read = { request, _, size, offset, fileInfo in
-        answer(request) { bridge throws(FilesystemError) in
+        answer(request) { bridge in
             try bridge.read(handle: fileInfo?.pointee.fh ?? 0, size: size, offset: Int(offset))
         }
     }
     operations.write = { request, _, data, size, offset, fileInfo in
-        answer(request) { bridge throws(FilesystemError) in
+        answer(request) { bridge in
             try bridge.write(handle: fileInfo?.pointee.fh ?? 0, data: UnsafeRawBufferPointer(start: data, count: size), offset: Int(offset))
         }
     }
     operations.flush = { request, _, fileInfo in
-        answer(request) { bridge throws(FilesystemError) in try bridge.flush(handle: fileInfo?.pointee.fh ?? 0, caller: caller(request)) }
+        answer(request) { bridge in try bridge.flush(handle: fileInfo?.pointee.fh ?? 0, caller: caller(request)) }
     }
     operations.fsync = { request, _, _, fileInfo in
-        answer(request) { bridge throws(FilesystemError) in try bridge.fsync(handle: fileInfo?.pointee.fh ?? 0) }
+        answer(request) { bridge in try bridge.fsync(handle: fileInfo?.pointee.fh ?? 0) }
     }
     operations.release = { request, _, fileInfo in
         answer(request) { bridge in bridge.release(handle: fileInfo?.pointee.fh ?? 0) }
     }
     operations.unlink = { request, parent, name in
-        answer(request) { bridge throws(FilesystemError) in try bridge.unlink(parent: parent, name: keyName(name)) }
+        answer(request) { bridge in try bridge.unlink(parent: parent, name: keyName(name)) }
     }
     operations.rename = { request, parent, name, newParent, newName, flags in
-        answer(request) { bridge throws(FilesystemError) in
+        answer(request) { bridge in
             try bridge.rename(parent: parent, name: keyName(name), newParent: newParent, newName: keyName(newName), flags: flags)
         }
     }
     operations.mkdir = { request, parent, name, _ in
-        answer(request) { bridge throws(FilesystemError) in try bridge.mkdir(parent: parent, name: keyName(name)) }
+        answer(request) { bridge in try bridge.mkdir(parent: parent, name: keyName(name)) }
     }
     operations.rmdir = { request, parent, name in
-        answer(request) { bridge throws(FilesystemError) in try bridge.rmdir(parent: parent, name: keyName(name)) }
+        answer(request) { bridge in try bridge.rmdir(parent: parent, name: keyName(name)) }
     }
     // Symlinks, hard links and special files have no meaning in a keychain: refused
     // with EPERM (as a filesystem that cannot hold them answers), not ENOSYS.
@@ -246,10 +247,10 @@ func keychainOperations() -> fuse_lowlevel_ops {
     operations.link = { request, _, _, _ in answer(request) { _ in .error(.notPermitted) } }
     operations.mknod = { request, _, _, _, _ in answer(request) { _ in .error(.notPermitted) } }
     operations.opendir = { request, number, fileInfo in
-        answer(request, fileInfo) { bridge throws(FilesystemError) in try bridge.opendir(number) }
+        answer(request, fileInfo) { bridge in try bridge.opendir(number) }
     }
     operations.readdir = { request, _, size, offset, fileInfo in
-        answer(request) { bridge throws(FilesystemError) in
+        answer(request) { bridge in
             try bridge.readdir(handle: fileInfo?.pointee.fh ?? 0, size: size, offset: Int(offset))
         }
     }
@@ -260,19 +261,19 @@ func keychainOperations() -> fuse_lowlevel_ops {
         answer(request) { bridge in bridge.statfs() }
     }
     operations.getxattr = { request, number, name, size in
-        answer(request) { bridge throws(FilesystemError) in try bridge.getxattr(number, name: string(name) ?? "", size: size) }
+        answer(request) { bridge in try bridge.getxattr(number, name: string(name) ?? "", size: size) }
     }
     operations.listxattr = { request, number, size in
-        answer(request) { bridge throws(FilesystemError) in try bridge.listxattr(number, size: size) }
+        answer(request) { bridge in try bridge.listxattr(number, size: size) }
     }
     operations.setxattr = { request, number, name, value, size, _ in
-        answer(request) { bridge throws(FilesystemError) in
+        answer(request) { bridge in
             let text = String(decoding: UnsafeRawBufferPointer(start: value, count: value == nil ? 0 : size), as: UTF8.self)
             return try bridge.setxattr(number, name: string(name) ?? "", value: text)
         }
     }
     operations.removexattr = { request, number, name in
-        answer(request) { bridge throws(FilesystemError) in try bridge.removexattr(number, name: string(name) ?? "") }
+        answer(request) { bridge in try bridge.removexattr(number, name: string(name) ?? "") }
     }
     return operations
 }

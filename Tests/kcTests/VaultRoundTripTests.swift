@@ -44,7 +44,8 @@ final class VaultRoundTripTests: VaultTestCase {
         let dotted = KeyName("." + uniqueService())
         servicesToRemove.append(dotted)
         let odd = uniqueServiceName(endingWith: [0x20, 0x0a, 0xff, 0xfe])
-        let longest = KeyName(uniqueService() + String(repeating: "s", count: 255 - KeyName(uniqueService()).bytes.count))
+        let base = uniqueService()
+        let longest = KeyName(base + String(repeating: "s", count: 255 - KeyName(base).bytes.count))
         servicesToRemove.append(longest)
         XCTAssertEqual(longest.bytes.count, 255)
 

@@ -157,17 +157,16 @@ struct ExecRequest {
         var items: [PassedItem] = []
         for service in services {
             let keychain = try openKeychain(service, group: group, owner: owner)
-            let names = try reporting { () throws(KeychainError) in try keychain.allKeyNames() }
+            let names = try keychain.allKeyNames()
             // Another user's service that is not shared already failed in allKeys().
-            let exists = try group != nil || owner != nil
-                || reporting { () throws(KeychainError) in try keychain.serviceExists() }
+            let exists = try group != nil || owner != nil || keychain.serviceExists()
             if names.isEmpty && !exists {
                 standardError("kc: no service '\(service)'; list the services with 'kc ls'")
                 throw ExitStatus.notFound
             }
             for name in names {
                 // An item can expire between the listing and the read: skip it.
-                guard let value = try reporting({ () throws(KeychainError) in try keychain.data(forKey: name) }) else { continue }
+                guard let value = try keychain.data(forKey: name) else { continue }
                 items.append(PassedItem(service: service, name: name, value: value))
             }
         }

@@ -51,7 +51,7 @@ extension KC {
                 throw ExitStatus.failure
             }
             let names = try RawArguments.exactNames(services)
-            var (items, skipped) = try reporting { () throws(KeychainError) in try Keychain.export(services: names) }
+            var (items, skipped) = try Keychain.export(services: names)
             defer { for index in items.indices { items[index].value.overwriteWithZeros() } }
             var output: [UInt8]
             switch format {
@@ -125,11 +125,11 @@ extension KC {
             }
             defer { for index in items.indices { items[index].value.overwriteWithZeros() } }
             if dryRun {
-                let steps = try reporting { () throws(KeychainError) in try Keychain.planImport(items, overwrite: overwrite) }
+                let steps = try Keychain.planImport(items, overwrite: overwrite)
                 for step in steps { print("\(step.action.rawValue)\t\(step.item.service)/\(step.item.name)") }
                 return
             }
-            let steps = try reporting { () throws(KeychainError) in try Keychain.importItems(items, overwrite: overwrite) }
+            let steps = try Keychain.importItems(items, overwrite: overwrite)
             let added = steps.filter { $0.action == .add }.count
             let replaced = steps.filter { $0.action == .replace }.count
             let kept = steps.filter { $0.action == .keep }

@@ -22,8 +22,10 @@ func standardError(_ line: String) {
     text.withUTF8 { bytes in _ = writeAll(fd: 2, UnsafeRawBufferPointer(bytes)) }
 }
 
-/// Reports a keychain failure and returns the exit code to throw. Bad names and
-/// timeouts are usage errors; everything else is a failure.
+/// Reports a keychain failure and returns its exit code. Bad names and timeouts are
+/// usage errors; everything else is a failure. Commands let a ``KeychainError``
+/// propagate: the exits convert it here, `KC.exit(after:)` for both the parsed
+/// commands and ``FastPath``, and ``validateArgument(_:as:)`` inside `validate()`.
 func fail(_ error: KeychainError) -> ExitCode {
     standardError("kc: \(error)")
     switch error {
@@ -33,16 +35,13 @@ func fail(_ error: KeychainError) -> ExitCode {
     }
 }
 
-/// Runs a keychain operation, turning its typed error into a reported exit code.
-func reporting<R>(_ body: () throws(KeychainError) -> R) throws(ExitCode) -> R {
+/// Checks a name in `validate()`, so a bad one is a usage error before any kernel call.
+/// Converted here, not at the exit: ArgumentParser wraps whatever `validate()` throws
+/// in an error of its own, out of the exit's reach.
+func validateArgument(_ name: some KeyNameConvertible, as kind: NameKind) throws(ExitCode) {
     do {
-        return try body()
+        try validateName(name, as: kind)
     } catch {
         throw fail(error)
     }
-}
-
-/// Checks a name in `validate()`, so a bad one is a usage error before any kernel call.
-func validateArgument(_ name: some KeyNameConvertible, as kind: NameKind) throws(ExitCode) {
-    try reporting { () throws(KeychainError) in try validateName(name, as: kind) }
 }

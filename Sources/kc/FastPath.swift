@@ -54,8 +54,8 @@ enum FastPath {
               let shared = sharing(line) else { return }
         finish {
             let service = KeyName(cString: line.names[0]), key = KeyName(cString: line.names[1])
-            try validateArgument(service, as: .service)
-            try validateArgument(key, as: .item)
+            try validateName(service, as: .service)
+            try validateName(key, as: .item)
             let keychain = try openKeychain(service, group: shared.group, owner: shared.owner)
             try printValue(keychain: keychain, key: key, options: sharedOptionsHint(group: shared.group, owner: shared.owner),
                            quiet: line.has(quiet))
@@ -78,8 +78,8 @@ enum FastPath {
         }
         finish {
             let service = KeyName(cString: line.names[0]), key = KeyName(cString: line.names[1])
-            try validateArgument(service, as: .service)
-            try validateArgument(key, as: .item)
+            try validateName(service, as: .service)
+            try validateName(key, as: .item)
             try StoreRequest(service: service, key: key,
                              accessibility: Accessibility(level: level, thisDeviceOnly: line.has(thisDeviceOnly)),
                              ephemeral: line.has(ephemeral), timeout: duration, group: shared.group, owner: shared.owner,
@@ -92,8 +92,8 @@ enum FastPath {
               let shared = sharing(line) else { return }
         finish {
             let service = KeyName(cString: line.names[0]), key = KeyName(cString: line.names[1])
-            try validateArgument(service, as: .service)
-            try validateArgument(key, as: .item)
+            try validateName(service, as: .service)
+            try validateName(key, as: .item)
             try removeItem(service: service, key: key, group: shared.group, owner: shared.owner)
         }
     }
@@ -108,7 +108,7 @@ enum FastPath {
         }
         finish {
             let service = KeyName(cString: name)
-            try validateArgument(service, as: .service)
+            try validateName(service, as: .service)
             try listItemNames(service: service, group: shared.group, owner: shared.owner)
         }
     }
@@ -138,12 +138,13 @@ enum FastPath {
         }
         let name = line.value(service) ?? "podman"
         finish {
-            try validateArgument(name, as: .service)
+            try validateName(name, as: .service)
             try podmanLookup(in: podmanKeychain(service: name, level: level), service: name)
         }
     }
 
-    /// Runs the command and exits with its status, as `main()` does for a parsed one.
+    /// Runs the command and exits with its status, as `main()` does for a parsed one:
+    /// a `KeychainError` the command let through is reported there.
     private static func finish(_ body: () throws -> Void) -> Never {
         do {
             try body()

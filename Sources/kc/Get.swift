@@ -52,15 +52,13 @@ extension KC {
 /// `options` repeats --group/--from in the hint of the not-found message; `quiet`
 /// drops that message (a vault that holds the item locked still says so).
 func printValue(keychain: Keychain, key: KeyName, options: String = "", quiet: Bool = false) throws {
-    let written = try reporting { () throws(KeychainError) in
-        try keychain.withBytes(forKey: key) { value in
-            guard writeAll(fd: 1, value) else { return false }
-            // isatty is one ioctl, asked only when a newline might be added.
-            if value.last != UInt8(ascii: "\n") && isatty(1) == 1 {
-                return withUnsafeBytes(of: UInt8(ascii: "\n")) { writeAll(fd: 1, $0) }
-            }
-            return true
+    let written = try keychain.withBytes(forKey: key) { value in
+        guard writeAll(fd: 1, value) else { return false }
+        // isatty is one ioctl, asked only when a newline might be added.
+        if value.last != UInt8(ascii: "\n") && isatty(1) == 1 {
+            return withUnsafeBytes(of: UInt8(ascii: "\n")) { writeAll(fd: 1, $0) }
         }
+        return true
     }
     switch written {
     case nil:

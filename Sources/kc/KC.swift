@@ -49,9 +49,12 @@ struct KC: ParsableCommand {
     }
 
     /// Exits as DESIGN §5 says after a command threw `error`: an ExitCode as it is, a
+    /// keychain failure as ``fail(_:)`` reports it (the one place a command's
+    /// `KeychainError` is converted, for parsed commands and ``FastPath`` alike), a
     /// parse or validation error as one `kc: ` line and 64; help and --version print.
     static func exit(after error: any Error) -> Never {
         if let exit = error as? ExitCode { Glibc.exit(exit.rawValue) }
+        if let failure = error as? KeychainError { Glibc.exit(fail(failure).rawValue) }
         let code = exitCode(for: error)
         guard code != .success else { self.exit(withError: error) }
         // A check in validate() that already printed its line throws a bare ExitCode.

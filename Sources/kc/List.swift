@@ -58,14 +58,14 @@ extension KC {
             }
             guard let service else {
                 guard json else { return try listServiceNames() }
-                return try printJSON(ServiceList(try reporting { () throws(KeychainError) in try Keychain.services() }))
+                return try printJSON(ServiceList(Keychain.services()))
             }
             let serviceName = try RawArguments.exactNames([service])[0]
             if !long && !json {
                 return try listItemNames(service: serviceName, group: sharedService.group, owner: sharedService.owner)
             }
             let keychain = try sharedService.keychain(serviceName)
-            let items = try reporting { () throws(KeychainError) in try keychain.items() }
+            let items = try keychain.items()
             if items.isEmpty { try requireService(keychain, named: serviceName) }
             if json {
                 return try printJSON(ItemList(service: serviceName, items: items.map(ItemEntry.init)))
@@ -80,9 +80,7 @@ extension KC {
         }
 
         private func listShared() throws {
-            let found = try reporting { () throws(KeychainError) in
-                try Keychain.sharedServices(group: sharedService.group, owner: sharedService.owner)
-            }
+            let found = try Keychain.sharedServices(group: sharedService.group, owner: sharedService.owner)
             if json { return try printJSON(SharedList(shared: found.map(SharedEntry.init))) }
             var output = OutputLines()
             defer { output.write() }
@@ -97,7 +95,7 @@ extension KC {
 
 /// Plain `kc ls`: one service name per line (by the parser or by ``FastPath``).
 func listServiceNames() throws {
-    let services = try reporting { () throws(KeychainError) in try Keychain.services() }
+    let services = try Keychain.services()
     var output = OutputLines()
     for name in services { output.add(name) }
     output.write()
@@ -107,7 +105,7 @@ func listServiceNames() throws {
 /// only --long's time left needs.
 func listItemNames(service: KeyName, group: String?, owner: String?) throws {
     let keychain = try openKeychain(service, group: group, owner: owner)
-    let names = try reporting { () throws(KeychainError) in try keychain.itemNames() }
+    let names = try keychain.itemNames()
     if names.isEmpty { try requireService(keychain, named: service) }
     var output = OutputLines()
     for name in names { output.add(name) }
@@ -117,8 +115,7 @@ func listItemNames(service: KeyName, group: String?, owner: String?) throws {
 /// A service with no items lists nothing; one that does not exist is an error (exit 1).
 /// Another user's shared service exists if it was reached at all.
 private func requireService(_ keychain: Keychain, named service: KeyName) throws {
-    let exists = try keychain.accessGroup != nil || keychain.owner != nil
-        || reporting { () throws(KeychainError) in try keychain.serviceExists() }
+    let exists = try keychain.accessGroup != nil || keychain.owner != nil || keychain.serviceExists()
     guard exists else {
         standardError("kc: no service '\(service)'; list the services with 'kc ls'")
         throw ExitStatus.notFound

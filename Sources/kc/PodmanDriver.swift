@@ -54,7 +54,7 @@ extension KC {
             }
             switch action {
             case .list:
-                for name in try reporting({ () throws(KeychainError) in try keychain.allKeys() }) { print(name) }
+                for name in try keychain.allKeys() { print(name) }
             case .lookup:
                 try podmanLookup(in: keychain, service: service)
             case .store:
@@ -64,10 +64,10 @@ extension KC {
                     throw ExitStatus.failure
                 }
                 defer { value.overwriteWithZeros() }
-                try reporting { () throws(KeychainError) in try keychain.set(value, forKey: id) }
+                try keychain.set(value, forKey: id)
             case .delete:
                 let id = try secretID()
-                let removed = try reporting { () throws(KeychainError) in try keychain.remove(id) }
+                let removed = try keychain.remove(id)
                 if !removed { standardError("kc: podman secret \(id) was already gone from the keychain") }
             }
         }
@@ -79,19 +79,15 @@ extension KC {
 extension PodmanSecretDriver.Action: ExpressibleByArgument {}
 
 /// The keychain holding podman's secrets.
-func podmanKeychain(service: String, level: Accessibility.Level) throws -> Keychain {
-    try reporting { () throws(KeychainError) in
-        try Keychain(service: service, accessibility: Accessibility(level: level, thisDeviceOnly: false))
-    }
+func podmanKeychain(service: String, level: Accessibility.Level) throws(KeychainError) -> Keychain {
+    try Keychain(service: service, accessibility: Accessibility(level: level, thisDeviceOnly: false))
 }
 
 /// `kc podman-driver lookup`, which podman runs for every container that uses a
 /// secret (by the parser or by ``FastPath``).
 func podmanLookup(in keychain: Keychain, service: String) throws {
     let id = try podmanSecretID()
-    let written = try reporting { () throws(KeychainError) in
-        try keychain.withBytes(forKey: id) { writeAll(fd: 1, $0) }
-    }
+    let written = try keychain.withBytes(forKey: id) { writeAll(fd: 1, $0) }
     if written == nil {
         standardError("kc: podman secret \(id) is not in the keychain (service '\(service)'): it was lost at a reboot or expired, or removed; create it again, or 'podman secret rm' it")
         throw ExitStatus.notFound
@@ -101,7 +97,7 @@ func podmanLookup(in keychain: Keychain, service: String) throws {
 /// The secret podman asks about, from $SECRET_ID.
 private func podmanSecretID() throws -> String {
     let value = getenv("SECRET_ID").map { String(cString: $0) }
-    guard let id = try reporting({ () throws(KeychainError) in try PodmanSecretDriver.secretID(fromEnvironment: value) }) else {
+    guard let id = try PodmanSecretDriver.secretID(fromEnvironment: value) else {
         standardError("kc: SECRET_ID is not set; podman sets it when it runs this driver")
         throw ExitStatus.usage
     }

@@ -26,7 +26,7 @@ extension KC {
 /// What `kc rm` does once its arguments are read, by the parser or by ``FastPath``.
 func removeItem(service: KeyName, key: KeyName, group: String?, owner: String?) throws {
     let keychain = try openKeychain(service, group: group, owner: owner)
-    let removed = try reporting { () throws(KeychainError) in try keychain.remove(key) }
+    let removed = try keychain.remove(key)
     if !removed {
         standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(sharedOptionsHint(group: group, owner: owner))\(service)'")
         throw ExitStatus.notFound

@@ -85,7 +85,7 @@ struct StoreRequest {
                                         group: group, owner: owner, groupWritable: groupWritable).ephemeral(ephemeral)
         var value = try readValue()
         defer { value.overwriteWithZeros() }
-        try reporting { () throws(KeychainError) in try keychain.set(value, forKey: key) }
+        try keychain.set(value, forKey: key)
         if accessibility.level == .always && !ephemeral, let vault = try? Vault.atDefaultLocation(), vault.exists, !HostKey.exists {
             standardError("kc: note: without a host key (sudo kc vault host-init) always items come back after a reboot at your first 'kc unlock', not at boot")
         }

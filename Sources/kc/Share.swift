@@ -37,12 +37,12 @@ extension KC {
 
         func run() throws {
             let serviceName = try RawArguments.exactNames([service])[0]
-            let keychain = try reporting { () throws(KeychainError) in try Keychain(service: serviceName) }
+            let keychain = try Keychain(service: serviceName)
             if let group {
-                try reporting { () throws(KeychainError) in try keychain.share(with: group, writable: groupWritable) }
+                try keychain.share(with: group, writable: groupWritable)
                 return
             }
-            let sharing = try reporting { () throws(KeychainError) in try keychain.sharing() }
+            let sharing = try keychain.sharing()
             guard let sharing else { return print("\(serviceName): private") }
             print("\(serviceName): shared with group \(sharing.group.name) (\(sharing.isGroupWritable ? "writable" : "read-only"))")
         }
@@ -63,8 +63,8 @@ extension KC {
 
         func run() throws {
             let serviceName = try RawArguments.exactNames([service])[0]
-            let keychain = try reporting { () throws(KeychainError) in try Keychain(service: serviceName) }
-            try reporting { () throws(KeychainError) in try keychain.unshare() }
+            let keychain = try Keychain(service: serviceName)
+            try keychain.unshare()
         }
     }
 }

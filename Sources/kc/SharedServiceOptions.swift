@@ -19,7 +19,7 @@ struct SharedServiceOptions: ParsableArguments {
     /// The keychain these options name for `service`.
     func keychain(
         _ service: some KeyNameConvertible, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil, groupWritable: Bool = false
-    ) throws(ExitCode) -> Keychain {
+    ) throws(KeychainError) -> Keychain {
         try openKeychain(service, accessibility: accessibility, timeout: timeout, group: group, owner: owner, groupWritable: groupWritable)
     }
 }
@@ -33,9 +33,7 @@ func sharedOptionsHint(group: String?, owner: String?) -> String {
 func openKeychain(
     _ service: some KeyNameConvertible, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil,
     group: String?, owner: String?, groupWritable: Bool = false
-) throws(ExitCode) -> Keychain {
-    try reporting { () throws(KeychainError) in
-        try Keychain(service: service, accessibility: accessibility, timeout: timeout,
-                     accessGroup: group, owner: owner, groupWritable: groupWritable)
-    }
+) throws(KeychainError) -> Keychain {
+    try Keychain(service: service, accessibility: accessibility, timeout: timeout,
+                 accessGroup: group, owner: owner, groupWritable: groupWritable)
 }

@@ -41,14 +41,11 @@ extension KC {
 
         func run() throws {
             if pam { return try runForPAM() }
-            let vault = try reporting { () throws(KeychainError) in
-                let vault = try Vault.atDefaultLocation()
-                guard vault.exists else { throw .vaultNotInitialized(path: vault.path) }
-                return vault
-            }
+            let vault = try Vault.atDefaultLocation()
+            guard vault.exists else { throw KeychainError.vaultNotInitialized(path: vault.path) }
             var secret = try passphrase.read(prompt: "Passphrase for the vault at \(vault.path): ")
             defer { secret.overwriteWithZeros() }
-            let report = try reporting { () throws(KeychainError) in try vault.unlock(passphrase: secret) }
+            let report = try vault.unlock(passphrase: secret)
             try show(report, json: json)
         }
 
@@ -62,17 +59,15 @@ extension KC {
             var password: [UInt8] = []
             defer { password.overwriteWithZeros() }
             if type == "auth" { password = try readPassphrase(fd: 0, what: "PAM (expose_authtok)", keepNewline: true) }
-            try reporting { () throws(KeychainError) in try PAMUser.become(user, newSession: type == "auth") }
-            let vault = try reporting { () throws(KeychainError) in try Vault.atDefaultLocation() }
+            try PAMUser.become(user, newSession: type == "auth")
+            let vault = try Vault.atDefaultLocation()
             guard vault.exists else { return }  // this user keeps no vault
             switch type {
             case "auth":
-                let report = try reporting { () throws(KeychainError) in
-                    try vault.unlock(passphrase: password, levels: [.afterFirstUnlock, .always])
-                }
+                let report = try vault.unlock(passphrase: password, levels: [.afterFirstUnlock, .always])
                 try show(report, json: false, quietUnlessProblem: true)
             case "open_session":
-                let report = try reporting { () throws(KeychainError) in try vault.unlockWithStashedIdentity(levels: [.whenUnlocked]) }
+                let report = try vault.unlockWithStashedIdentity(levels: [.whenUnlocked])
                 if let report { try show(report, json: false, quietUnlessProblem: true) }
             default:
                 return  // close_session, account, password: nothing to do
@@ -119,10 +114,7 @@ extension KC {
         var levels: [Accessibility.Level] = []
 
         func run() throws {
-            let (dropped, wasUnlocked) = try reporting { () throws(KeychainError) in
-                let vault = try Vault.atDefaultLocation()
-                return try vault.lock(levels: Swift.Set(levels + [.whenUnlocked]))
-            }
+            let (dropped, wasUnlocked) = try Vault.atDefaultLocation().lock(levels: Swift.Set(levels + [.whenUnlocked]))
             standardError("kc: locked\(wasUnlocked ? "" : " (it was not unlocked)"); dropped \(dropped) items from the kernel")
         }
     }

@@ -52,14 +52,11 @@ extension KC.VaultCommand {
         }
 
         func run() throws {
-            let vault = try reporting { () throws(KeychainError) in
-                let vault = try Vault.atDefaultLocation()
-                if vault.exists { throw .vaultAlreadyExists(path: vault.path) }
-                return vault
-            }
+            let vault = try Vault.atDefaultLocation()
+            if vault.exists { throw KeychainError.vaultAlreadyExists(path: vault.path) }
             var secret = try passphrase.read(prompt: "New passphrase for the vault at \(vault.path): ", confirm: true)
             defer { secret.overwriteWithZeros() }
-            try reporting { () throws(KeychainError) in _ = try Vault.create(at: vault, passphrase: secret, workFactor: workFactor) }
+            _ = try Vault.create(at: vault, passphrase: secret, workFactor: workFactor)
             standardError("kc: vault created at \(vault.path); items you store from now on are saved (kc set --ephemeral keeps one in the kernel only)")
         }
     }
@@ -74,7 +71,7 @@ extension KC.VaultCommand {
         var json = false
 
         func run() throws {
-            let status = try reporting { () throws(KeychainError) in try Vault.atDefaultLocation().status() }
+            let status = try Vault.atDefaultLocation().status()
             if json {
                 try printJSON(StatusJSON(status))
             } else if status.exists {
@@ -115,11 +112,8 @@ extension KC.VaultCommand {
         var workFactor: Int?
 
         func run() throws {
-            let vault = try reporting { () throws(KeychainError) in
-                let vault = try Vault.atDefaultLocation()
-                guard vault.exists else { throw .vaultNotInitialized(path: vault.path) }
-                return vault
-            }
+            let vault = try Vault.atDefaultLocation()
+            guard vault.exists else { throw KeychainError.vaultNotInitialized(path: vault.path) }
             var old = try passphrase.read(prompt: "Current passphrase for the vault at \(vault.path): ")
             defer { old.overwriteWithZeros() }
             var new: [UInt8]
@@ -132,7 +126,7 @@ extension KC.VaultCommand {
                 throw ExitStatus.usage
             }
             defer { new.overwriteWithZeros() }
-            try reporting { () throws(KeychainError) in try vault.changePassphrase(from: old, to: new, workFactor: workFactor) }
+            try vault.changePassphrase(from: old, to: new, workFactor: workFactor)
             standardError("kc: passphrase changed")
         }
     }
@@ -153,7 +147,7 @@ extension KC.VaultCommand {
         )
 
         func run() throws {
-            let (recipient, created) = try reporting { () throws(KeychainError) in try HostKey.create() }
+            let (recipient, created) = try HostKey.create()
             standardError(created ? "kc: host key made in \(HostKey.folder): \(recipient)" : "kc: the host key exists already in \(HostKey.folder): \(recipient)")
         }
     }
@@ -176,7 +170,7 @@ extension KC.VaultCommand {
 
         func run() throws {
             if let user {
-                let report = try reporting { () throws(KeychainError) in try HostKey.loadAlwaysItems(of: user) }
+                let report = try HostKey.loadAlwaysItems(of: user)
                 let loaded = report.loaded[.always] ?? 0
                 print("kc: \(user): loaded \(loaded) always items, \(report.alreadyLoaded) already loaded, \(report.waiting) wait for an unlock")
                 for problem in report.unreadable + report.failed { standardError("kc: \(user): not loaded: \(problem.what): \(problem.reason)") }

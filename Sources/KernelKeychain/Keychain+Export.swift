@@ -95,7 +95,7 @@ extension Keychain {
             if let known = existingRings[step.item.service] {
                 rings = known
             } else {
-                rings = try ServiceKeyring.rings(of: step.item.service, startingWith: accessibility)
+                rings = try OwnService(name: step.item.service, home: accessibility).rings()
                 existingRings[step.item.service] = rings
             }
             let ringName = accessibility.marker.keyringDescription(for: step.item.service)

@@ -32,7 +32,7 @@ extension Keychain {
         let key = key.keyName
         try validateName(key, as: .item)
         guard let located = try locate(key, in: resolve(forWriting: false)) else { return nil }
-        return DeadlineRecords.deadline(of: located.item)
+        return located.shownDeadline
     }
 
     /// Replaces the value of an existing item, keeping everything else about it
@@ -65,7 +65,7 @@ extension Keychain {
                 let levels = journal.keptLevels(of: key, in: own.name)
                 let homeIsExact = levels == [own.home]
                 guard let located = try own.locate(key, exactLevel: !levels.isEmpty && !homeIsExact) else { return false }
-                let record = DeadlineRecords.record(of: located.item)
+                let record = located.deadlineRecord
                 var changes: [ItemChange] = []
                 if !levels.isEmpty, let level = located.accessibility ?? (homeIsExact ? own.home : nil) {
                     changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: level, deadline: record?.deadline, value: copy))]
@@ -92,7 +92,7 @@ extension Keychain {
         return try journal.withLock { () throws(KeychainError) in
             guard journal.keeps(key, in: own.name) else { return try own.moveHome(key) }
             return try Self.changingKept(key, of: own, in: journal) { located, value throws(KeychainError) in
-                let deadline = DeadlineRecords.deadline(of: located.item)
+                let deadline = located.shownDeadline
                 let entry = JournaledItem(service: own.name, name: key, accessibility: accessibility, deadline: deadline, value: value)
                 return ([.saved(entry)], { () throws(KeychainError) in try own.moveHome(key) })
             }
@@ -160,7 +160,7 @@ extension Keychain {
             if from.name == to.name && key == newKey { return true }
             let existing = try to.locate(newKey, exactLevel: true)
             if existing != nil && !replacing { throw .alreadyExists(service: to.name.description, name: newKey.description) }
-            let deadline = DeadlineRecords.deadline(of: moving.item)
+            let deadline = moving.shownDeadline
             let sameKey = existing == nil && key == newKey
             // The value in hand: for the journal, and for a new key under the new name.
             let kept = journal.keeps(key, in: from.name) || journal.keeps(newKey, in: to.name)
@@ -171,14 +171,14 @@ extension Keychain {
             var changes: [ItemChange] = []
             if kept {
                 let targetLevel = existing?.accessibility ?? level
-                let targetDeadline = existing.map { DeadlineRecords.deadline(of: $0.item) } ?? deadline
+                let targetDeadline = existing.map(\.shownDeadline) ?? deadline
                 changes = [.saved(JournaledItem(service: to.name, name: newKey, accessibility: targetLevel, deadline: targetDeadline, value: value)),
                            .removed(service: from.name, name: key)]
             }
             return try journal.record(changes, committing: { $0 }) { () throws(KeychainError) in
                 if sameKey { return try from.move(moving, at: level, named: key, to: to) }
                 if let existing {
-                    let targetDeadline = DeadlineRecords.deadline(of: existing.item)
+                    let targetDeadline = existing.shownDeadline
                     let replaced = try value.withValueBytes { bytes throws(KeychainError) in
                         try Placement.replace(bytes, of: existing, named: newKey, deadline: targetDeadline)
                     }
@@ -216,7 +216,7 @@ extension Keychain {
                 else { throw .vaultLocked(service: own.name.description, item: name.description) }
                 values.append(value)
                 changes.append(.saved(JournaledItem(service: newService, name: name, accessibility: level,
-                                                   deadline: DeadlineRecords.deadline(of: located.item), value: value)))
+                                                   deadline: located.shownDeadline, value: value)))
             }
             if !changes.isEmpty { changes.append(.removedService(own.name)) }
             try journal.record(changes) { () throws(KeychainError) in try own.rename(to: newService) }

@@ -289,7 +289,7 @@ public struct Keychain: Sendable, Hashable {
     /// The names of every service that has a keyring at any accessibility, sorted by
     /// their bytes.
     public static func services() throws(KeychainError) -> [KeyName] {
-        Array(Set(try ServiceKeyring.everywhere().map(\.name))).sorted()
+        try Placement.serviceNames()
     }
 
     // MARK: Internals

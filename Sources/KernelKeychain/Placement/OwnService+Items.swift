@@ -278,6 +278,11 @@ extension OwnService {
         _ = try ServiceKeyring.findOrCreate(service: name, marker: home.marker, anchor: home.anchor)
     }
 
+    /// Every keyring of the service, the home level's first.
+    func rings() throws(KeychainError) -> [ServiceKeyring] {
+        try ServiceKeyring.rings(of: name, startingWith: home)
+    }
+
     /// Whether the service has a keyring at any level (it may hold no items). Stops at
     /// the first keyring found, so the common case is one `keyctl_search`.
     func exists() throws(KeychainError) -> Bool {

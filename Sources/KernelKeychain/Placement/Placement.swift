@@ -63,6 +63,12 @@ internal enum Placement {
         return nil
     }
 
+    /// The names of every service of the caller's that has a keyring at any level,
+    /// sorted by their bytes.
+    static func serviceNames() throws(KeychainError) -> [KeyName] {
+        Array(Set(try ServiceKeyring.everywhere().map(\.name))).sorted()
+    }
+
     /// Every key named `key` in the rings, with its ring. Normally one; two while
     /// writers at two levels race (see ``OwnService/store(_:forKey:until:)``).
     static func copies(of key: KeyName, in rings: [ServiceKeyring]) throws(KeychainError) -> [(ring: ServiceKeyring, item: KeySerial)] {

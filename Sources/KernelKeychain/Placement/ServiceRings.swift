@@ -46,6 +46,14 @@ internal struct LocatedItem {
     /// The ring's description, where the search read it.
     var ringInfo: KeyDescription? = nil
 
+    /// The item's deadline as /proc/keys shows it, exact where kc's record agrees (see
+    /// ``DeadlineRecords``): what a listing, a rename or a reconciliation copies.
+    var shownDeadline: Deadline? { DeadlineRecords.deadline(of: item) }
+
+    /// The deadline record kc made for the item, if it set one: what a save trusts,
+    /// without reading /proc/keys.
+    var deadlineRecord: DeadlineRecords.Record? { DeadlineRecords.record(of: item) }
+
     /// What a new key for this item of the caller's own copies: the sharing of its
     /// keyring (every item is shared as its keyring is), else owner-only.
     func likeOwnItem(named key: KeyName) -> KeyDescription? {

@@ -37,7 +37,7 @@ extension Keychain {
         // Again, listing the keyrings afresh: a concurrent write may have made one at a
         // new level and let it join the sharing before this unshare reached the others.
         guard let service = serviceName else { return }
-        try Placement.apply(nil, to: try ServiceKeyring.rings(of: service).map(\.serial))
+        try Placement.apply(nil, to: try OwnService(name: service, home: .whenUnlocked).rings().map(\.serial))
     }
 
     /// How the caller's service is shared, or nil if it is private.
@@ -104,7 +104,7 @@ extension Keychain {
     /// Every keyring of the caller's own service; throws if there is none.
     private func ownRings() throws(KeychainError) -> [ServiceKeyring] {
         guard let service = serviceName else { throw .serviceRequired }
-        let rings = try ServiceKeyring.rings(of: service)
+        let rings = try OwnService(name: service, home: .whenUnlocked).rings()
         guard !rings.isEmpty else { throw .noSuchService(service.description) }
         return rings
     }

@@ -98,7 +98,7 @@ extension Vault {
         }
         defer { value.overwriteWithZeros() }
         try write(VaultRecord(service: service, name: name, accessibility: accessibility,
-                              deadline: DeadlineRecords.deadline(of: located.item), value: value))
+                              deadline: located.shownDeadline, value: value))
     }
 
     /// On a read that missed in the kernel: if the vault holds the item and is

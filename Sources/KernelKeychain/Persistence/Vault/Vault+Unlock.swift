@@ -107,7 +107,7 @@ extension Vault {
               var value = try Placement.value(of: located.item)
         else { return false }
         defer { value.overwriteWithZeros() }
-        let deadline = DeadlineRecords.deadline(of: located.item)
+        let deadline = located.shownDeadline
         if !fileHolds(value, at: level, until: deadline, of: name, in: service, identities: identities) {
             try write(VaultRecord(service: service, name: name, accessibility: level, deadline: deadline, value: value))
         }
@@ -346,7 +346,7 @@ extension Vault {
                 var value = try Placement.value(of: present.item) ?? []
                 defer { value.overwriteWithZeros() }
                 let same = value.withUnsafeBytes { constantTimeEquals($0, record.value) }
-                let deadline = DeadlineRecords.deadline(of: present.item)
+                let deadline = present.shownDeadline
                 if same, present.accessibility == record.accessibility,
                    deadline?.secondsSinceEpoch == record.deadline?.secondsSinceEpoch {
                     report.alreadyLoaded += 1

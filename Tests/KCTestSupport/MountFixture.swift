@@ -73,6 +73,29 @@ public func daemonProcess(serving path: String) -> pid_t? {
     }
 }
 
+/// Starts `strace -f -p daemon` killing the daemon (SIGKILL) as it enters one of
+/// `syscalls` (strace's syntax: `rename,renameat`; `when` as strace takes it, e.g. "1"),
+/// and returns it once every thread of the daemon is traced. Throws XCTSkip where it
+/// cannot attach: kc-mountd is not dumpable, so only root (CAP_SYS_PTRACE) may trace it.
+public func killingTracer(of daemon: pid_t, at syscalls: String, when: String? = nil) throws -> SpawnedProcess {
+    let inject = "inject=\(syscalls):signal=SIGKILL" + (when.map { ":when=" + $0 } ?? "")
+    let tracer = try SpawnedProcess("/usr/bin/env", ["strace", "-qq", "-f", "-p", String(daemon), "-o", "/dev/null",
+                                                     "-e", "trace=" + syscalls, "-e", inject])
+    for _ in 0..<500 {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon)/task")) ?? []
+        let traced = !tasks.isEmpty && tasks.allSatisfy { task in
+            let status = readWholeFile("/proc/\(daemon)/task/\(task)/status") ?? ""
+            let tracer = status.split(separator: "\n").first { $0.hasPrefix("TracerPid:") }
+            return (tracer?.split(separator: "\t").last).flatMap { Int($0) }.map { $0 != 0 } ?? false
+        }
+        if traced { return tracer }
+        if !tracer.isRunning { break }
+        usleep(10_000)
+    }
+    if tracer.isRunning { kill(tracer.pid, SIGTERM) }
+    throw XCTSkip("strace could not attach to kc-mountd \(daemon) (it is not dumpable: only root may trace it): \(tracer.wait().standardError)")
+}
+
 /// Detaches whatever is still mounted at `path` (a mount whose daemon died, too), so a
 /// failing test leaves nothing behind.
 public func forceUnmount(_ path: String) {

@@ -239,20 +239,6 @@ final class VaultJournalOrderTests: VaultTestCase {
     }
 
     /// Waits (up to 5 s) until every thread of `pid` has a tracer.
-    private func waitUntilTraced(_ pid: pid_t) -> Bool {
-        for _ in 0..<500 {
-            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-            let traced = !tasks.isEmpty && tasks.allSatisfy { task in
-                let status = readWholeFile("/proc/\(pid)/task/\(task)/status") ?? ""
-                let tracer = status.split(separator: "\n").first { $0.hasPrefix("TracerPid:") }
-                return (tracer?.split(separator: "\t").last).flatMap { Int($0) }.map { $0 != 0 } ?? false
-            }
-            if traced { return true }
-            usleep(10_000)
-        }
-        return false
-    }
-
     /// open, write and close of `path` in a child (bounded by `timeout`, so a mount that
     /// stopped answering cannot hang the test); prints 0 or close's errno.
     private static let writer = """
@@ -275,18 +261,12 @@ final class VaultJournalOrderTests: VaultTestCase {
         let mount = try mount(writingTo: vault)
         addCleanup { forceUnmount(mount.path) }  // a daemon killed leaves its mount behind
         guard let daemon = daemonProcess(serving: mount.path) else { return XCTFail("no kc-mountd serves \(mount.path)") }
-        let tracer = try SpawnedProcess("/usr/bin/env", ["strace", "-f", "-p", String(daemon), "-o", "/dev/null",
-                                                         "-e", "trace=" + renames, "-e", "inject=\(renames):signal=SIGKILL"])
+        let tracer = try killingTracer(of: daemon, at: renames)
         var traced = true
         addCleanup {
             guard traced else { return }
             if tracer.isRunning { kill(tracer.pid, SIGTERM) }
             _ = tracer.wait()
-        }
-        guard waitUntilTraced(daemon) else {
-            kill(tracer.pid, SIGTERM)
-            traced = false
-            throw XCTSkip("strace could not attach to kc-mountd \(daemon): \(tracer.wait().standardError)")
         }
         usleep(100_000)
 

@@ -176,9 +176,8 @@ final class WritePathAttackTests: VaultTestCase {
         XCTAssertEqual(try vault.set(service, "K", "v1", options: ["--access", "after-first-unlock", "--timeout", "7d"]).status, 0)
         XCTAssertTrue(FileOps.exists(mount.file(service, "K")))
         let daemon = try XCTUnwrap(daemonProcess(serving: mount.path), "the mount's daemon")
-        let tracer = try SpawnedProcess("/usr/bin/env", ["strace", "-qq", "-f", "-o", "/dev/null", "-p", String(daemon),
-                                                         "-e", "trace=rename", "-e", "inject=rename:signal=SIGKILL:when=1"])
-        usleep(700_000)  // strace attaches to every thread
+        let tracer = try killingTracer(of: daemon, at: "rename", when: "1")
+        usleep(100_000)
         let setfattr = try runCommand("/usr/bin/setfattr", ["-n", "user.kc.timeout", "-v", "300", mount.file(service, "K")])
         _ = tracer.wait()
         XCTAssertNotEqual(setfattr.status, 0, "the daemon was killed at the commit's rename")

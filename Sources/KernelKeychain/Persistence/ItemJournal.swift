@@ -25,8 +25,10 @@ internal enum ItemChange {
 /// change (a failure here, such as a full disk, stops it before the kernel changed),
 /// change the kernel, then ``commit(_:)`` (or ``discard(_:)`` if the kernel refused).
 /// A crash between the kernel change and the commit leaves the old state in the
-/// journal and the new one in the kernel; whoever drops items from the kernel (the
-/// vault's lock) reconciles first.
+/// journal (and the new one staged) and the new one in the kernel; the vault's lock and
+/// unlock reconcile before they drop or load anything: a staged file whose value the
+/// kernel holds is committed, and a file that does not hold what the kernel holds is
+/// written again from it.
 ///
 /// The journal is handed to the keychain and never calls back into it: it persists,
 /// and loads through ``Placement``, the layer under the public API.

@@ -63,8 +63,7 @@ extension OwnService {
                 // would leave the value without expiry until the timeout is set again,
                 // and would leave the old key's record to be dropped afterwards (see
                 // ``updateAtHome(_:forKey:until:)``).
-                let like = KeyDescription(type: "user", uid: geteuid(), gid: sharing?.group.gid ?? getegid(),
-                                          permissions: sharing?.permissions(for: .item) ?? .ownerOnly, description: key)
+                let like = KeyDescription.ownItem(named: key, sharedAs: sharing)
                 let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline, table: previousRecord?.table)
                 guard try fresh.place(in: homeRing.serial) else { return }
                 if let previousRecord { DeadlineRecords.drop(previousRecord) }  // its key is displaced

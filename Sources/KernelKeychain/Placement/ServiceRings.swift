@@ -50,6 +50,14 @@ internal struct LocatedItem {
     /// ``DeadlineRecords``): what a listing, a rename or a reconciliation copies.
     var shownDeadline: Deadline? { DeadlineRecords.deadline(of: item) }
 
+    /// ``shownDeadline`` for one of many items: /proc/keys is read once, into `shown`,
+    /// at the first call (a key made since is looked up on its own).
+    func shownDeadline(using shown: inout [KeySerial: ProcKeysEntry.Expiry]?) -> Deadline? {
+        if shown == nil { shown = DeadlineRecords.shownExpiries() }
+        guard let expiry = shown?[item] else { return shownDeadline }
+        return DeadlineRecords.deadline(of: item, shown: expiry)
+    }
+
     /// The deadline record kc made for the item, if it set one: what a save trusts,
     /// without reading /proc/keys.
     var deadlineRecord: DeadlineRecords.Record? { DeadlineRecords.record(of: item) }
@@ -57,10 +65,15 @@ internal struct LocatedItem {
     /// What a new key for this item of the caller's own copies: the sharing of its
     /// keyring (every item is shared as its keyring is), else owner-only.
     func likeOwnItem(named key: KeyName) -> KeyDescription? {
-        guard let ringInfo else { return nil }
-        let sharing = Sharing(ringInfo)
-        return KeyDescription(type: "user", uid: geteuid(), gid: sharing?.group.gid ?? getegid(),
-                              permissions: sharing?.permissions(for: .item) ?? .ownerOnly, description: key)
+        ringInfo.map { KeyDescription.ownItem(named: key, sharedAs: Sharing($0)) }
+    }
+}
+
+extension KeyDescription {
+    /// An item of the caller's own as kc makes it: owner-only, or shared as `sharing`.
+    static func ownItem(named key: KeyName, sharedAs sharing: Sharing?) -> KeyDescription {
+        KeyDescription(type: "user", uid: geteuid(), gid: sharing?.group.gid ?? getegid(),
+                       permissions: sharing?.permissions(for: .item) ?? .ownerOnly, description: key)
     }
 }
 

@@ -87,9 +87,10 @@ extension Vault {
             let identities = VaultKeys.stashed(for: directory).map(Self.identities(for:))
             if let identities { settleStaged(with: identities, keepingUnopened: true) }
             var dropped = 0
+            var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
             for accessibility in Accessibility.allCases where levels.contains(accessibility.level) {
                 for (service, name) in files(at: accessibility) {
-                    if try drop(name, in: service, levels: levels, identities: identities) { dropped += 1 }
+                    if try drop(name, in: service, levels: levels, identities: identities, shown: &shown) { dropped += 1 }
                 }
             }
             let wasUnlocked = VaultKeys.removeStash(for: directory)
@@ -99,15 +100,16 @@ extension Vault {
 
     /// Drops one item from the kernel if it is at one of `levels`, after making its file
     /// hold what the kernel holds. With no identity to open the file (the vault was
-    /// already locked), the file is written again from the kernel.
+    /// already locked), the file is written again from the kernel. `shown`: the
+    /// deadlines /proc/keys shows, read once for the whole lock.
     private func drop(_ name: KeyName, in service: KeyName, levels: Set<Accessibility.Level>,
-                      identities: [AgeX25519Identity]?) throws(KeychainError) -> Bool {
+                      identities: [AgeX25519Identity]?, shown: inout [KeySerial: ProcKeysEntry.Expiry]?) throws(KeychainError) -> Bool {
         let own = OwnService(name: service, home: .whenUnlocked)
         guard let located = try own.locate(name, exactLevel: true), let level = located.accessibility,
               var value = try Placement.value(of: located.item)
         else { return false }
         defer { value.overwriteWithZeros() }
-        let deadline = located.shownDeadline
+        let deadline = located.shownDeadline(using: &shown)
         if !fileHolds(value, at: level, until: deadline, of: name, in: service, identities: identities) {
             try write(VaultRecord(service: service, name: name, accessibility: level, deadline: deadline, value: value))
         }
@@ -208,9 +210,10 @@ extension Vault {
                     byItem[key, default: []].append((accessibility, directory.itemFile(accessibility, service, name)))
                 }
             }
+            var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
             for key in order {
                 settle(key, files: byItem[key] ?? [], identities: identities, levels: levels,
-                       addingHostKey: hostToAdd != nil, report: &report)
+                       addingHostKey: hostToAdd != nil, report: &report, shown: &shown)
             }
             if let host = hostToAdd { try? directory.commit(directory.stage(Array((host.encoded + "\n").utf8)), to: directory.hostRecipientFile) }
             if !report.notLoadedForQuota.isEmpty { report.quota = KeyQuota.current() }
@@ -232,8 +235,9 @@ extension Vault {
         try directory.withLock { () throws(KeychainError) in
             let files = Accessibility.allCases.map { ($0, directory.itemFile($0, service, name)) }.filter { directory.isFile($0.1) }
             var report = VaultUnlockReport()
+            var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
             settle(ItemKey(service: service, name: name), files: files, identities: identities, levels: Vault.allLevels,
-                   addingHostKey: false, report: &report)
+                   addingHostKey: false, report: &report, shown: &shown)
             if let problem = report.unreadable.first ?? report.failed.first {
                 throw .vaultCrypto(path: problem.what, problem.reason)
             }
@@ -245,10 +249,12 @@ extension Vault {
     }
 
     /// One item at unlock or reload: its newest file is opened; expired, it is removed;
-    /// at a level this load covers, it goes into the kernel (``load(_:report:)``).
+    /// at a level this load covers, it goes into the kernel (``load(_:report:shown:)``).
     /// `addingHostKey`: an `always` file is written again so the host key can open it.
+    /// `shown`: the deadlines /proc/keys shows, read once for the whole load.
     private func settle(_ key: ItemKey, files: [(Accessibility, VaultPath)], identities: [AgeX25519Identity],
-                        levels: Set<Accessibility.Level>, addingHostKey: Bool, report: inout VaultUnlockReport) {
+                        levels: Set<Accessibility.Level>, addingHostKey: Bool, report: inout VaultUnlockReport,
+                        shown: inout [KeySerial: ProcKeysEntry.Expiry]?) {
         guard var record = newestRecord(of: key, in: files, identities: identities, report: &report) else { return }
         defer { record.value.overwriteWithZeros() }
         if record.isExpired {
@@ -258,7 +264,7 @@ extension Vault {
         }
         if addingHostKey, record.accessibility.level == .always { try? write(record) }
         if levels.contains(record.accessibility.level) {
-            load(record, report: &report)
+            load(record, report: &report, shown: &shown)
         } else {
             report.waiting += 1
         }
@@ -338,7 +344,7 @@ extension Vault {
     /// Puts one item into the kernel through ``Placement``, unless the kernel has it
     /// already: with another value or level, the kernel's is the newer (a write
     /// interrupted after its kernel change) and the file is written again from it.
-    private func load(_ record: VaultRecord, report: inout VaultUnlockReport) {
+    private func load(_ record: VaultRecord, report: inout VaultUnlockReport, shown: inout [KeySerial: ProcKeysEntry.Expiry]?) {
         let what = "\(record.service)/\(record.name)"
         do {
             let own = OwnService(name: record.service, home: record.accessibility)
@@ -346,7 +352,7 @@ extension Vault {
                 var value = try Placement.value(of: present.item) ?? []
                 defer { value.overwriteWithZeros() }
                 let same = value.withUnsafeBytes { constantTimeEquals($0, record.value) }
-                let deadline = present.shownDeadline
+                let deadline = present.shownDeadline(using: &shown)
                 if same, present.accessibility == record.accessibility,
                    deadline?.secondsSinceEpoch == record.deadline?.secondsSinceEpoch {
                     report.alreadyLoaded += 1

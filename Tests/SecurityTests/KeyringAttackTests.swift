@@ -50,6 +50,10 @@ final class KeyringAttackTests: XCTestCase {
             runuser -u \(LocalUser.bob.rawValue) -- sh -c 'echo "bob-session=$(keyctl id @s 2>&1)"'
             printf 's3cret' | '\(builtKC)' set --access \(access) \(service) token || exit 9
             ring=$(keyctl search @s keyring kc:\(service)); item=$(keyctl search "$ring" user token)
+            # kc guarded the session keyring as it stored; undo that too, so that bob
+            # possesses the user keyring through it (defence in depth is what is tested).
+            session=$(keyctl rdescribe @s | cut -d';' -f4)
+            keyctl setperm @s 0x3f3f0000
             runuser -u \(LocalUser.bob.rawValue) -- sh -c '
                 keyctl pipe '"$item"' >/dev/null 2>&1; echo "read=$?"
                 "$0" get \(service) token >/dev/null 2>&1; echo "kc-get=$?"
@@ -108,6 +112,58 @@ final class KeyringAttackTests: XCTestCase {
         let result = try runCommand("/usr/bin/env", ["keyctl", "session", "-", "/bin/sh", "-c", script])
         XCTAssertEqual(result.output, "set=2\n", "\(result)")
         XCTAssertTrue(result.standardError.contains("kc: this session keyring belongs to root (you reached it through su, sudo or runuser), who could remove what you store in it; start a session of your own with 'keyctl session', or store at --access after-first-unlock"), result.standardError)
+    }
+
+    /// A save through the mount reads an item's deadline from kc's record in `kc.expiry`
+    /// alone. `bob`, inside root's session, plants a `kc.expiry` keyring of his own in
+    /// root's user keyring with a record giving root's untimed item a deadline, readable
+    /// by everyone. kc's guards on the session and user keyrings stop that; the test
+    /// undoes them (default masks, as on a machine kc never wrote to) to check the last
+    /// line of defence. root's next save must not take it: only
+    /// root's own records count, so the item stays without expiry.
+    func testAnotherUidInTheOwnersSessionCannotPlantADeadlineThatTheOwnersNextSaveTakes() throws {
+        try MountFixture.requireFUSE()
+        let service = uniqueService()
+        let mountPoint = "/tmp/kc-test-plant-\(Self.counter)-\(getpid())"
+        let script = """
+            KC='\(builtKC)'
+            keyctl link @u @s >/dev/null
+            user=$(keyctl id @u)
+            perm=$(keyctl rdescribe @u | cut -d';' -f4)
+            # As on a machine where kc never guarded the user keyring, and has no kc.expiry yet
+            # (root's own is kept alive in the session meanwhile and put back after).
+            old=$(keyctl search @u keyring kc.expiry 2>/dev/null) || old=
+            [ -n "$old" ] && keyctl link "$old" @s && keyctl unlink "$old" @u >/dev/null
+            keyctl setperm @u 0x3f3f0000
+            printf v1 | "$KC" set \(service) token || exit 9
+            ring=$(keyctl search @s keyring kc:\(service)); item=$(keyctl search "$ring" user token)
+            # kc guarded the session keyring as it stored; undo that too, so that bob
+            # possesses the user keyring through it (defence in depth is what is tested).
+            session=$(keyctl rdescribe @s | cut -d';' -f4)
+            keyctl setperm @s 0x3f3f0000
+            runuser -u \(LocalUser.bob.rawValue) -- sh -c '
+                table=$(keyctl newring kc.expiry '"$user"') && keyctl setperm "$table" 0x3f3f3f3f && echo "planted-table=0"
+                record=$(printf %s 4102444800 | keyctl padd user '"$item"' "$table") && keyctl setperm "$record" 0x3f3f3f3f && echo "planted-record=0"
+            '
+            keyctl setperm @s "0x$session"
+            mkdir -p '\(mountPoint)'
+            "$KC" mount '\(mountPoint)' && printf v2 > '\(mountPoint)/\(service)/token'; echo "save=$?"
+            "$KC" umount '\(mountPoint)'; rmdir '\(mountPoint)'
+            saved=$(keyctl search "$ring" user token)
+            echo "expiry=$(grep "^$(printf %08x "$saved") " /proc/keys | awk '{print $4}')"
+            echo "value=$("$KC" get \(service) token)"
+            "$KC" ls --long \(service)
+            planted=$(keyctl search @u keyring kc.expiry 2>/dev/null) && keyctl unlink "$planted" @u >/dev/null
+            keyctl setperm @u "0x$perm"
+            [ -n "$old" ] && keyctl link "$old" @u && keyctl unlink "$old" @s >/dev/null
+            "$KC" rm \(service) token >/dev/null
+            """
+        let result = try runCommand("/usr/bin/env", ["keyctl", "session", "-", "/bin/sh", "-c", script])
+        let lines = result.output.split(separator: "\n").map(String.init)
+        XCTAssertTrue(lines.contains("planted-record=0"), "the attack could be made here (bob's record in his own table): \(result)")
+        XCTAssertTrue(lines.contains("save=0"), "\(result)")
+        XCTAssertTrue(lines.contains("value=v2"), "\(result)")
+        XCTAssertTrue(lines.contains("expiry=perm"), "root's save took bob's deadline: \(result)")
     }
 
     // MARK: §3: a member of a group-writable share

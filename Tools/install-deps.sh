@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages kc needs (as root, or through sudo).
-#   install-deps.sh          to build and use kc: libkeyutils-dev and libfuse3-dev to
-#                            build, keyutils (keyctl), fuse3 (fusermount3) and attr
+#   install-deps.sh          to build and use kc: libkeyutils-dev, libfuse3-dev and
+#                            libpam0g-dev (the PAM module) to build, keyutils (keyctl), fuse3 (fusermount3) and attr
 #                            (getfattr/setfattr) to use it, bash-completion (which
 #                            loads kc's completions), man-db (man kc), acl (see
 #                            /dev/fuse below), and python3-pip, python3-setuptools
@@ -19,7 +19,7 @@
 #                            (password commands), python3-dotenv (python3-keyring
 #                            is in the base list)
 set -euo pipefail
-packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db
+packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db libpam0g-dev
           python3-pip python3-setuptools python3-keyring)
 if [ "${1:-}" = "--tests" ]; then
     packages+=(strace python3 gdb podman runc busybox-static age pamtester hyperfine

@@ -23,6 +23,21 @@ $sudo ln -sf kc /usr/local/bin/git-credential-kc
 $sudo ln -sf kc /usr/local/bin/docker-credential-kc
 echo "kc: installed /usr/local/bin/kc, its mount daemon /usr/local/bin/kc-mountd, and the credential helpers git-credential-kc and docker-credential-kc (links to kc)" >&2
 
+# The PAM module and its pam-auth-update profile: installed, not switched on. PAM looks
+# for modules in the folder that holds pam_unix.so.
+if bash "$root/Tools/build-pam.sh" >> "$root/.build/setup-build.log" 2>&1; then
+    modules=$(dirname "$(find /lib /usr/lib /lib64 /usr/lib64 -name pam_unix.so -print -quit 2>/dev/null)")
+    $sudo install -m 0644 "$root/.build/pam/pam_kc.so" "$modules/pam_kc.so"
+    if [ -d /usr/share/pam-configs ]; then
+        $sudo install -m 0644 "$root/PAM/kc" /usr/share/pam-configs/kc
+        echo "kc: installed the PAM module $modules/pam_kc.so; to unlock the vault at login: sudo pam-auth-update --enable kc" >&2
+    else
+        echo "kc: installed the PAM module $modules/pam_kc.so (this system has no pam-auth-update: see the README for the lines)" >&2
+    fi
+else
+    echo "kc: the PAM module could not be built (.build/setup-build.log); everything else works without it" >&2
+fi
+
 # Shell completions and the man page, generated from the argument parser.
 completions=$(mktemp -d)
 kc=/usr/local/bin/kc

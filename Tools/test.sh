@@ -14,6 +14,7 @@ rm -f "$root/.build/test-summary.txt"
 bash "$root/Tools/install-deps.sh" --tests
 cd "$root"
 swift build --build-tests
+bash "$root/Tools/build-pam.sh"
 # The man page, for the test that renders it (ManPageTests).
 bash "$root/Tools/manpage.sh" "$root/.build/man/kc.1"
 # What the machine holds now, to check afterwards that the run left nothing behind.

@@ -82,6 +82,10 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// The item is not in the kernel but the vault holds it, and the vault is locked.
     case vaultLocked(service: String, item: String)
+    /// The item is not in the kernel and the vault holds it at `when-unlocked`, which
+    /// comes back only in a login session that unlocked (PAM's session step, or
+    /// `kc unlock` in that session): not in cron, a service, or a shell outside the login.
+    case vaultKeepsForLoginSessions(service: String, item: String)
     /// No vault here: `kc vault init` makes one.
     case vaultNotInitialized(path: String)
     /// `kc vault init` where a vault exists.
@@ -129,7 +133,7 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             .kernel
         case .notInGroup, .notShared, .sharedByMany, .sharedServiceGone, .sharedReadOnly, .ownerOnly, .sharedWithAnotherGroup:
             .sharing
-        case .vaultLocked, .vaultNotInitialized, .vaultAlreadyExists, .wrongPassphrase, .weakPassphrase, .invalidWorkFactor, .vaultUnsafe, .vaultIOFailed, .vaultNotSaved, .vaultCrypto, .vaultNotUnlockedOnThisMachine, .cannotSwitchUser:
+        case .vaultLocked, .vaultKeepsForLoginSessions, .vaultNotInitialized, .vaultAlreadyExists, .wrongPassphrase, .weakPassphrase, .invalidWorkFactor, .vaultUnsafe, .vaultIOFailed, .vaultNotSaved, .vaultCrypto, .vaultNotUnlockedOnThisMachine, .cannotSwitchUser:
             .vault
         }
     }
@@ -215,6 +219,8 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             return "service '\(service)' already has items; remove them first (kc rm) or choose another name"
         case .vaultLocked(let service, let item):
             return "no item '\(item)' in service '\(service)' in the kernel: the vault holds it but is locked; run 'kc unlock'"
+        case .vaultKeepsForLoginSessions(let service, let item):
+            return "no item '\(item)' in service '\(service)' in this session: the vault keeps when-unlocked items for login sessions (not cron, services or shells outside a login); run 'kc unlock' to load them here, or store it with --access after-first-unlock"
         case .vaultNotInitialized(let path):
             return "no vault at \(path); create one with 'kc vault init' (or set XDG_DATA_HOME to where yours is)"
         case .vaultAlreadyExists(let path):

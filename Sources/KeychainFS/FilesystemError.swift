@@ -57,7 +57,7 @@ extension Errno {
         case .sharedByMany, .sharedWithAnotherGroup:
             .invalidArgument
         // The vault: a locked or unsafe vault refuses; a damaged file is an I/O error.
-        case .vaultLocked, .vaultNotUnlockedOnThisMachine, .vaultUnsafe, .cannotSwitchUser:
+        case .vaultLocked, .vaultKeepsForLoginSessions, .vaultNotUnlockedOnThisMachine, .vaultUnsafe, .cannotSwitchUser:
             .permissionDenied
         case .vaultNotInitialized:
             .noSuchFileOrDirectory

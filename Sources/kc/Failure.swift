@@ -30,7 +30,7 @@ func fail(_ error: KeychainError) -> ExitCode {
     standardError("kc: \(error)")
     switch error {
     case .invalidName, .invalidTimeout, .invalidWorkFactor: return ExitStatus.usage
-    case .vaultLocked: return ExitStatus.notFound
+    case .vaultLocked, .vaultKeepsForLoginSessions: return ExitStatus.notFound
     default: return ExitStatus.failure
     }
 }

@@ -49,8 +49,7 @@ func askAtTerminal(prompt: String, confirm: Bool, missing: String = "no passphra
 
 /// Reads a passphrase to the end of `fd` (at most 4096 bytes), dropping one trailing
 /// newline (`echo pass | kc unlock`).
-func readPassphrase(fd: Int32, what: String, keepNewline: Bool = false) throws -> [UInt8] {
-    let limit = 4096
+func readPassphrase(fd: Int32, what: String, keepNewline: Bool = false, limit: Int = 4096) throws -> [UInt8] {
     guard var bytes = readStandardInput(fd: fd, limit: limit) else {
         standardError("kc: cannot read the passphrase from \(what): \(String(cString: strerror(errno))); pass an open descriptor")
         throw ExitStatus.usage

@@ -23,17 +23,18 @@ extension KC {
               kc unlock
               kc unlock --passphrase-fd 3 3< ~/.config/kc/passphrase
 
-            --pam is for PAM's pam_exec (see the README): as the auth step it reads the
-            login password on standard input, becomes PAM_USER and loads
-            after-first-unlock and always items; as a session step it loads the new
-            session's when-unlocked items with what the auth step left in the user
-            keyring. A user without a vault is not an error.
+            --pam is for PAM (pam_kc.so, switched on with 'pam-auth-update --enable kc';
+            see the README): as the auth step it reads the login password on standard
+            input, becomes PAM_USER and loads after-first-unlock and always items; as
+            the session step it loads the new login session's when-unlocked items with
+            what the auth step left in the user keyring. A user without a vault is not
+            an error.
             """
         )
 
         @OptionGroup var passphrase: PassphraseOptions
 
-        @Flag(help: "Run as a pam_exec step (reads PAM_USER and PAM_TYPE).")
+        @Flag(help: "Run as PAM's auth or session step (pam_kc.so, or pam_exec; reads PAM_USER and PAM_TYPE).")
         var pam = false
 
         @Flag(help: "Print what was loaded as JSON.")
@@ -45,17 +46,27 @@ extension KC {
             guard vault.exists else { throw KeychainError.vaultNotInitialized(path: vault.path) }
             var secret = try passphrase.read(prompt: "Passphrase for the vault at \(vault.path): ")
             defer { secret.overwriteWithZeros() }
-            let report = try vault.unlock(passphrase: secret)
+            let loginPasswordAhead = (try? vault.status())?.loginPasswordAhead != nil
+            let report: VaultUnlockReport
+            do {
+                report = try vault.unlock(passphrase: secret)
+            } catch .wrongPassphrase(let path) {
+                if loginPasswordAhead {
+                    standardError("kc: wrong passphrase for the vault at \(path): nothing was loaded or changed. Your login password was changed without the old one reaching the vault, so the vault still opens with its old passphrase; unlock with that, then run 'kc vault passwd'")
+                    throw ExitStatus.failure
+                }
+                throw KeychainError.wrongPassphrase(path: path)
+            }
+            if loginPasswordAhead {
+                standardError("kc: note: your login password was changed without the old one reaching the vault, so login cannot unlock it; run 'kc vault passwd' to set its passphrase to your login password")
+            }
             try show(report, json: json)
         }
 
         /// The pam_exec step: root until it becomes PAM_USER; never prompts.
         private func runForPAM() throws {
             let type = getenv("PAM_TYPE").map { String(cString: $0) } ?? ""
-            guard let user = getenv("PAM_USER").map({ String(cString: $0) }), !user.isEmpty else {
-                standardError("kc: --pam needs PAM_USER (run it from pam_exec)")
-                throw ExitStatus.usage
-            }
+            let user = try pamUser()
             var password: [UInt8] = []
             defer { password.overwriteWithZeros() }
             if type == "auth" { password = try readPassphrase(fd: 0, what: "PAM (expose_authtok)", keepNewline: true) }
@@ -64,7 +75,9 @@ extension KC {
             guard vault.exists else { return }  // this user keeps no vault
             switch type {
             case "auth":
-                let report = try vault.unlock(passphrase: password, levels: [.afterFirstUnlock, .always])
+                // Unlocked already (another login, sudo in a terminal): no passphrase work.
+                let report = try vault.unlockWithStashedIdentity(levels: [.afterFirstUnlock, .always])
+                    ?? vault.unlock(passphrase: password, levels: [.afterFirstUnlock, .always])
                 try show(report, json: false, quietUnlessProblem: true)
             case "open_session":
                 let report = try vault.unlockWithStashedIdentity(levels: [.whenUnlocked])
@@ -118,6 +131,15 @@ extension KC {
             standardError("kc: locked\(wasUnlocked ? "" : " (it was not unlocked)"); dropped \(dropped) items from the kernel")
         }
     }
+}
+
+/// PAM_USER, for the `--pam` steps.
+func pamUser() throws -> String {
+    guard let user = getenv("PAM_USER").map({ String(cString: $0) }), !user.isEmpty else {
+        standardError("kc: --pam needs PAM_USER (run it from pam_kc.so or pam_exec)")
+        throw ExitStatus.usage
+    }
+    return user
 }
 
 /// `kc unlock --json`.

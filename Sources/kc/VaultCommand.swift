@@ -64,7 +64,7 @@ extension KC.VaultCommand {
     struct Status: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show the vault: locked or not, items per level, where it is.",
-            discussion: "Exits 1 if there is no vault. --json: {\"path\", \"exists\", \"unlocked\", \"items\": {level: count}, \"workFactor\", \"hostKey\", \"lastUnlock\", \"lastError\"}."
+            discussion: "Exits 1 if there is no vault. --json: {\"path\", \"exists\", \"unlocked\", \"items\": {level: count}, \"workFactor\", \"hostKey\", \"lastUnlock\", \"lastError\", \"loginPasswordAhead\" (when the login password changed without the vault)}."
         )
 
         @Flag(help: "Print JSON.")
@@ -84,6 +84,9 @@ extension KC.VaultCommand {
                 print("host key:  \(status.hasHostKey ? "yes: always items load at boot" : "no: always items load at your first unlock (see 'kc vault host-init')")")
                 print("unlocked:  \(status.lastUnlock.map(formatTime) ?? "never")")
                 print("error:     \(status.lastError ?? "none")")
+                if let ahead = status.loginPasswordAhead {
+                    print("login:     your login password changed at \(formatTime(ahead)) without the old one reaching the vault; run 'kc vault passwd' so that login unlocks it")
+                }
             } else {
                 print("vault:     \(status.path)")
                 print("state:     none (items are kept in the kernel only; create one with 'kc vault init')")
@@ -98,12 +101,20 @@ extension KC.VaultCommand {
             discussion: """
             Only the vault's key is sealed again; the items are not touched. Asks for the
             old passphrase and the new one twice, or reads them from --passphrase-fd and
-            --new-passphrase-fd. Run it after changing your login password if PAM
-            unlocks the vault.
+            --new-passphrase-fd. With PAM switched on (pam-auth-update --enable kc), a
+            change of the login password through passwd changes the vault's passphrase
+            too; run this when root set your login password, or to change it by hand.
+
+            --pam is PAM's password step (pam_kc.so): it reads the old and the new login
+            password, separated by a NUL byte, on standard input, becomes PAM_USER and
+            changes the passphrase only if it was the old login password.
             """
         )
 
         @OptionGroup var passphrase: PassphraseOptions
+
+        @Flag(help: "Run as PAM's password step (pam_kc.so; reads PAM_USER).")
+        var pam = false
 
         @Option(help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
         var newPassphraseFD: Int32?
@@ -112,6 +123,7 @@ extension KC.VaultCommand {
         var workFactor: Int?
 
         func run() throws {
+            if pam { return try runForPAM() }
             let vault = try Vault.atDefaultLocation()
             guard vault.exists else { throw KeychainError.vaultNotInitialized(path: vault.path) }
             var old = try passphrase.read(prompt: "Current passphrase for the vault at \(vault.path): ")
@@ -128,6 +140,27 @@ extension KC.VaultCommand {
             defer { new.overwriteWithZeros() }
             try vault.changePassphrase(from: old, to: new, workFactor: workFactor)
             standardError("kc: passphrase changed")
+        }
+
+        /// PAM's password step: root until it becomes PAM_USER; never prompts, never
+        /// fails the password change (what went wrong is in `kc vault status`).
+        private func runForPAM() throws {
+            let user = try pamUser()
+            var input = try readPassphrase(fd: 0, what: "PAM", keepNewline: true, limit: 2 * 4096 + 1)
+            defer { input.overwriteWithZeros() }
+            guard let separator = input.firstIndex(of: 0) else {
+                standardError("kc: --pam reads the old and the new password separated by a NUL byte (run it from pam_kc.so)")
+                throw ExitStatus.usage
+            }
+            var old = Array(input[..<separator]), new = Array(input[(separator + 1)...])
+            defer { old.overwriteWithZeros(); new.overwriteWithZeros() }
+            try PAMUser.become(user, newSession: false)
+            let vault = try Vault.atDefaultLocation()
+            guard vault.exists, !new.isEmpty else { return }  // no vault, or nothing to follow
+            switch try vault.followLoginPassword(from: old.isEmpty ? nil : old, to: new) {
+            case .followed, .alreadyFollows: return
+            case .oldPasswordUnknown, .notTheLoginPassword: throw ExitStatus.failure
+            }
         }
     }
 
@@ -208,6 +241,7 @@ private struct StatusJSON: Encodable {
     var hostKey: Bool
     var lastUnlock: Int64?
     var lastError: String?
+    var loginPasswordAhead: Int64?
 
     init(_ status: Vault.Status) {
         path = status.path
@@ -218,5 +252,6 @@ private struct StatusJSON: Encodable {
         hostKey = status.hasHostKey
         lastUnlock = status.lastUnlock
         lastError = status.lastError
+        loginPasswordAhead = status.loginPasswordAhead
     }
 }

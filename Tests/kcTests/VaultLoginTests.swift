@@ -23,7 +23,7 @@ final class VaultLoginTests: VaultTestCase {
     /// The account with a fresh home, a password and a vault sealed with it holding an
     /// item at each level (`svc`: `session`, `user`, `boot`), its keyrings then emptied as
     /// by a reboot. The vault is at `~/.local/share/kc`, where PAM and the boot step find it.
-    private func accountWithVault(service: String, hostKeyDirectory: String? = nil) throws -> VaultFixture {
+    private func accountWithVault(service: String, hostKeyDirectory: String? = nil, vaultPassphrase: String? = nil) throws -> VaultFixture {
         _ = try VaultAccount.require()
         VaultAccount.reset()
         let home = try makeVault(owner: VaultAccount.name, inHome: true)
@@ -33,7 +33,7 @@ final class VaultLoginTests: VaultTestCase {
         guard set.status == 0 else { throw XCTSkip("chpasswd failed: \(set)") }
         let hostKey = hostKeyDirectory.map { "KC_HOST_KEY_DIR='\($0)'; export KC_HOST_KEY_DIR; " } ?? ""
         let made = try VaultAccount.run(hostKey + """
-            printf '%s' '\(password)' | "$KC" vault init --work-factor 10 2>/dev/null || echo "init failed"
+            printf '%s' '\(vaultPassphrase ?? password)' | "$KC" vault init --work-factor 10 2>/dev/null || echo "init failed"
             printf 'session value' | "$KC" set \(service) session || echo "set failed"
             printf 'user value' | "$KC" set --access after-first-unlock \(service) user || echo "set failed"
             printf 'boot value' | "$KC" set --access always \(service) boot 2>/dev/null || echo "set failed"
@@ -172,7 +172,7 @@ final class VaultLoginTests: VaultTestCase {
         XCTAssertEqual(other.status, 0, "other PAM steps do nothing: \(other)")
         let noUser = try step("auth", password, user: nil)
         XCTAssertEqual(noUser.status, 64, "\(noUser)")
-        XCTAssertEqual(noUser.standardError, "kc: --pam needs PAM_USER (run it from pam_exec)\n")
+        XCTAssertEqual(noUser.standardError, "kc: --pam needs PAM_USER (run it from pam_kc.so or pam_exec)\n")
 
         VaultAccount.simulateReboot()
         XCTAssertEqual(try runCommand("/bin/rm", ["-rf", home.path]).status, 0)
@@ -230,5 +230,313 @@ final class VaultLoginTests: VaultTestCase {
         XCTAssertEqual(second.output, "kc: \(VaultAccount.name): loaded 3 always items, 0 already loaded, 2 wait for an unlock\n", "\(second)")
         XCTAssertEqual(try VaultAccount.run("\"$KC\" get \(service) boot", vault: home).output, "boot value")
         XCTAssertEqual(try runShell("find '\(home.dataHome)' ! -user \(VaultAccount.name)").output, "", "the user's vault files stay the user's")
+    }
+
+    // MARK: Debian's way: kc's pam-auth-update profile and pam_kc.so
+
+    /// The repository (this file is Tests/kcTests/VaultLoginTests.swift).
+    private static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().path
+
+    /// pam_kc.so as Tools/build-pam.sh builds it (Tools/test.sh does, first).
+    private func builtModule() throws -> String {
+        let module = Self.repository + "/.build/pam/pam_kc.so"
+        if !FileOps.exists(module) {
+            let built = try runCommand("/bin/bash", [Self.repository + "/Tools/build-pam.sh"])
+            guard built.status == 0 else { throw XCTSkip("the PAM module could not be built: \(built)") }
+        }
+        return module
+    }
+
+    /// This machine's PAM configuration (its pam-configs profiles and the common-* files
+    /// pam-auth-update made from them) copied into a fresh root with kc's profile added,
+    /// then `pam-auth-update --root ROOT` run on it with `arguments`, if any.
+    private func debianStack(_ arguments: [String]) throws -> String {
+        guard FileOps.exists("/usr/sbin/pam-auth-update") else { throw XCTSkip("no pam-auth-update: not Debian or Ubuntu") }
+        let root = try makeVault(create: false).dataHome + "/root"
+        let copied = try runShell("""
+            set -e
+            mkdir -p '\(root)/usr/share/pam-configs' '\(root)/etc/pam.d' '\(root)/var/lib/pam'
+            cp /usr/share/pam-configs/* '\(root)/usr/share/pam-configs/'
+            cp '\(Self.repository)/PAM/kc' '\(root)/usr/share/pam-configs/kc'
+            cp /etc/pam.d/common-* '\(root)/etc/pam.d/'
+            cp -a /var/lib/pam/. '\(root)/var/lib/pam/'
+            """)
+        XCTAssertEqual(copied.status, 0, "\(copied)")
+        if !arguments.isEmpty {
+            let update = try runCommand("/usr/sbin/pam-auth-update", ["--root", root] + arguments,
+                                        environment: ["DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"])
+            XCTAssertEqual(update.status, 0, "pam-auth-update \(arguments): \(update)")
+        }
+        return root
+    }
+
+    /// The lines PAM reads in one of the root's common files (no comments, no blanks).
+    private func stackLines(_ root: String, _ name: String) -> [String] {
+        (readWholeFile(root + "/etc/pam.d/common-" + name) ?? "").split(separator: "\n").map(String.init)
+            .filter { !$0.hasPrefix("#") && !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+    }
+
+    /// A PAM service made as Debian's login is (the root's common-auth, common-account,
+    /// pam_keyinit, common-session, common-password), with the profile's `pam_kc.so`
+    /// standing for the module built here running the account's kc (`module`: another
+    /// module file instead). `record`: a script run after the session stack, as in
+    /// ``pamService(kcAuth:record:)``.
+    private func loginService(_ root: String, module: String? = nil, kc: String? = nil,
+                              record: (script: String, output: String)? = nil) throws -> String {
+        let module = try module ?? builtModule()
+        let name = "kc-test-\(getpid())-login-\(UUID().uuidString.prefix(6))"
+        var lines: [String] = []
+        for stack in ["auth", "account", "session", "password"] {
+            let text = (readWholeFile(root + "/etc/pam.d/common-" + stack) ?? "")
+                .replacingOccurrences(of: "pam_kc.so", with: "\(module) kc=\(kc ?? VaultAccount.kcPath)")
+            try text.write(toFile: root + "/etc/pam.d/login-" + stack, atomically: true, encoding: .utf8)
+            if stack == "session" { lines.append("session optional pam_keyinit.so force revoke") }
+            lines.append("@include \(root)/etc/pam.d/login-\(stack)")
+        }
+        if let record { lines.append("session optional pam_exec.so \(record.script) \(record.output) \(VaultAccount.kcPath)") }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: "/etc/pam.d/" + name, atomically: true, encoding: .utf8)
+        addCleanup { try? FileManager.default.removeItem(atPath: "/etc/pam.d/" + name) }
+        return name
+    }
+
+    /// A script for ``loginService(_:module:kc:record:)`` that writes, as the account and
+    /// in the login's own session keyring, `kc ls -l SERVICE` of the session.
+    private func sessionRecorder(_ service: String) throws -> (script: String, output: String) {
+        let folder = try makeVault(create: false)
+        XCTAssertEqual(chmod(folder.dataHome, 0o755), 0)
+        let script = folder.dataHome + "/record.sh", output = folder.dataHome + "/session.txt"
+        try """
+            #!/bin/sh
+            uid=$(id -u "$PAM_USER"); gid=$(id -g "$PAM_USER")
+            { echo "type=$PAM_TYPE"; setpriv --reuid="$uid" --regid="$gid" --init-groups "$2" ls -l \(service) | cut -f1,2; } >> "$1" 2>&1
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(script, 0o755), 0)
+        return (script, output)
+    }
+
+    private func vaultStatus(_ home: VaultFixture) -> String {
+        (try? VaultAccount.run("\"$KC\" vault status --json", vault: home))?.output ?? ""
+    }
+
+    func testEnablingKCsPAMProfilePutsItAfterThePasswordCheckAndDisablingPutsTheFilesBack() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: pam-auth-update") }
+        let root = try debianStack(["--enable", "kc"])
+        let original = try debianStack([])
+
+        // In the auth and password stacks, kc comes after pam_permit: pam_unix's
+        // success jump skips pam_deny and lands on pam_permit, never on kc's line, and a
+        // failure stops at pam_deny before kc runs.
+        for stack in ["auth", "password"] {
+            let lines = stackLines(root, stack)
+            let kc = lines.firstIndex { $0.contains("pam_kc.so") }
+            let permit = lines.firstIndex { $0.contains("pam_permit.so") && $0.contains("required") }
+            let deny = lines.firstIndex { $0.contains("pam_deny.so") }
+            XCTAssertNotNil(kc, "common-\(stack): \(lines)")
+            XCTAssertNotNil(permit, "common-\(stack): \(lines)")
+            if let kc, let permit, let deny {
+                XCTAssertGreaterThan(kc, permit, "common-\(stack): \(lines)")
+                XCTAssertGreaterThan(permit, deny)
+                XCTAssertEqual(lines[kc].split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init), [stack, "optional", "pam_kc.so"])
+            }
+            XCTAssertEqual(lines.filter { !$0.contains("pam_kc.so") }, stackLines(original, stack), "nothing else in common-\(stack) changed")
+        }
+        // The session step runs for logins, not for cron or services (interactive only).
+        XCTAssertEqual(stackLines(root, "session").filter { $0.contains("pam_kc.so") }.count, 1, "\(stackLines(root, "session"))")
+        XCTAssertEqual(stackLines(root, "session-noninteractive"), stackLines(original, "session-noninteractive"))
+        XCTAssertEqual(stackLines(root, "account"), stackLines(original, "account"))
+
+        // Disabling it gives back exactly the files it started from.
+        let disable = try runCommand("/usr/sbin/pam-auth-update", ["--root", root, "--disable", "kc"],
+                                     environment: ["DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"])
+        XCTAssertEqual(disable.status, 0, "\(disable)")
+        for stack in ["auth", "account", "password", "session", "session-noninteractive"] {
+            XCTAssertEqual(readWholeFile(root + "/etc/pam.d/common-" + stack), readWholeFile(original + "/etc/pam.d/common-" + stack), "common-\(stack)")
+        }
+    }
+
+    func testALoginThroughDebiansStackUnlocksTheVaultAndEveryOtherOutcomeIsAsWithoutKC() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: PAM, and a test account") }
+        let service = "kc-test.\(getpid()).vault-debian"
+        let home = try accountWithVault(service: service)
+        let recorder = try sessionRecorder(service)
+        let withKC = try loginService(try debianStack(["--enable", "kc"]), record: recorder)
+        let withoutKC = try loginService(try debianStack([]))
+
+        // A wrong or empty password: refused exactly as without kc, and nothing unlocks.
+        for attempt in ["not the password", ""] {
+            let refused = try pamtester(withKC, ["authenticate"], password: attempt)
+            let refusedWithout = try pamtester(withoutKC, ["authenticate"], password: attempt)
+            XCTAssertNotEqual(refused.status, 0, "\(refused)")
+            XCTAssertEqual(refused.status, refusedWithout.status)
+            XCTAssertEqual(refused.output + refused.standardError, refusedWithout.output + refusedWithout.standardError)
+        }
+        XCTAssertEqual(try accountView(service, home: home).output, " user=1\n boot=1\nunlocked=0\n", "nothing was loaded")
+
+        // The right password logs in and unlocks: the auth step loads the user's levels,
+        // the session step the login's when-unlocked item.
+        let login = try pamtester(withKC, ["authenticate", "open_session", "close_session"], password: password)
+        let loginWithout = try pamtester(withoutKC, ["authenticate", "open_session", "close_session"], password: password)
+        XCTAssertEqual(login.status, 0, "\(login)")
+        XCTAssertEqual(login.output + login.standardError, loginWithout.output + loginWithout.standardError)
+        XCTAssertEqual(try accountView(service, home: home).output,
+                       "boot\talways\nuser\tafter-first-unlock\nuser value user=0\nboot value boot=0\nunlocked=1\n")
+        XCTAssertEqual(readWholeFile(recorder.output), "type=open_session\nboot\talways\nsession\twhen-unlocked\nuser\tafter-first-unlock\n")
+        XCTAssertTrue(vaultStatus(home).contains("\"lastError\" : null"), vaultStatus(home))
+
+        // kc missing, or a kc its user could change (the module runs it as root with the
+        // password): not run, and the login goes on as without kc. So does a login whose
+        // module file is gone (PAM skips an optional module it cannot load).
+        VaultAccount.simulateReboot()
+        let userOwnedKC = try makeVault(create: false).dataHome + "/kc"
+        XCTAssertEqual(try runShell("cp '\(VaultAccount.kcPath)' '\(userOwnedKC)' && chown \(VaultAccount.name) '\(userOwnedKC)' && chmod 755 '\(userOwnedKC)' '\(URL(fileURLWithPath: userOwnedKC).deletingLastPathComponent().path)'").status, 0)
+        let withoutKCLogin = try pamtester(withoutKC, ["authenticate", "open_session"], password: password)
+        let withoutKCRefusal = try pamtester(withoutKC, ["authenticate"], password: "not the password")
+        let broken = [try loginService(try debianStack(["--enable", "kc"]), kc: "/nonexistent/kc"),
+                      try loginService(try debianStack(["--enable", "kc"]), kc: userOwnedKC),
+                      try loginService(try debianStack(["--enable", "kc"]), module: "/nonexistent/pam_kc.so")]
+        for stack in broken {
+            let result = try pamtester(stack, ["authenticate", "open_session"], password: password)
+            XCTAssertEqual(result.status, 0, "\(stack): \(result)")
+            XCTAssertEqual(result.output + result.standardError, withoutKCLogin.output + withoutKCLogin.standardError, stack)
+            XCTAssertEqual(try pamtester(stack, ["authenticate"], password: "not the password").status, withoutKCRefusal.status, stack)
+        }
+        XCTAssertEqual(try accountView(service, home: home).output, " user=1\n boot=1\nunlocked=0\n", "no kc ran")
+    }
+
+    func testAVaultThatCannotOpenNeverChangesTheLoginAndItsStatusSaysWhy() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: PAM, and a test account") }
+        let service = "kc-test.\(getpid()).vault-debian-fail"
+        let withKC = try loginService(try debianStack(["--enable", "kc"]))
+        let withoutKC = try loginService(try debianStack([]))
+        func bothLogIn() throws {
+            let with = try pamtester(withKC, ["authenticate", "open_session"], password: password)
+            let without = try pamtester(withoutKC, ["authenticate", "open_session"], password: password)
+            XCTAssertEqual(with.status, 0, "\(with)")
+            XCTAssertEqual(with.output + with.standardError, without.output + without.standardError)
+        }
+
+        // A vault sealed with another passphrase than the login password.
+        var home = try accountWithVault(service: service, vaultPassphrase: "another passphrase")
+        try bothLogIn()
+        XCTAssertEqual(try accountView(service, home: home).output, " user=1\n boot=1\nunlocked=0\n")
+        XCTAssertTrue(vaultStatus(home).contains("wrong passphrase for the vault"), vaultStatus(home))
+
+        // A damaged key file.
+        home = try accountWithVault(service: service)
+        XCTAssertEqual(try VaultAccount.run("printf 'not an age file\\n' > \"$VAULT/identity.age\"", vault: home).status, 0)
+        try bothLogIn()
+        XCTAssertEqual(try accountView(service, home: home).output, " user=1\n boot=1\nunlocked=0\n")
+        XCTAssertTrue(vaultStatus(home).contains("identity.age"), vaultStatus(home))
+
+        // A damaged item: the rest loads, and the session step keeps the auth step's error.
+        home = try accountWithVault(service: service)
+        XCTAssertEqual(try VaultAccount.run("printf 'damaged' > \"$VAULT/items/after-first-unlock/\(service)/user\"", vault: home).status, 0)
+        try bothLogIn()
+        XCTAssertEqual(try accountView(service, home: home).output, "boot\talways\n user=1\nboot value boot=0\nunlocked=1\n")
+        XCTAssertTrue(vaultStatus(home).contains("after-first-unlock/\(service)/user"), "the auth step's error outlives the session step: \(vaultStatus(home))")
+
+        // No vault at all.
+        VaultAccount.simulateReboot()
+        XCTAssertEqual(try runCommand("/bin/rm", ["-rf", home.path]).status, 0)
+        try bothLogIn()
+        XCTAssertFalse(FileOps.exists(home.path), "and none is made")
+    }
+
+    func testPasswdChangesTheVaultsPassphraseWithTheLoginPasswordAndARootResetIsReported() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: PAM, and a test account") }
+        let service = "kc-test.\(getpid()).vault-passwd"
+        let home = try accountWithVault(service: service)
+        let stack = try loginService(try debianStack(["--enable", "kc"]))
+        func unlock(_ passphrase: String) throws -> CommandResult {
+            try VaultAccount.run("printf '%s' '\(passphrase)' | \"$KC\" unlock", vault: home)
+        }
+
+        // The user changes it with passwd (real uid the user's, effective root's, as the
+        // setuid passwd runs): pam_unix asks the old one, and kc's step follows.
+        let changed = "Changed-\(UUID().uuidString.prefix(10))"
+        let passwd = try runCommand("/usr/bin/setpriv", ["--ruid=\(VaultAccount.name)", "/usr/bin/pamtester", stack, VaultAccount.name, "chauthtok"],
+                                    input: Array("\(password)\n\(changed)\n\(changed)\n".utf8))
+        XCTAssertEqual(passwd.status, 0, "\(passwd)")
+        XCTAssertEqual(try unlock(password).status, 2, "the old passphrase no longer opens the vault")
+        XCTAssertEqual(try unlock(changed).status, 0, "the new login password does")
+        XCTAssertTrue(try pamtester(stack, ["authenticate"], password: changed).status == 0)
+        XCTAssertTrue(vaultStatus(home).contains("\"lastError\" : null"), vaultStatus(home))
+
+        // Root sets a new password: PAM has no old one, so the vault keeps its passphrase
+        // and says so, at the next unlock and in its status.
+        let reset = "Reset-\(UUID().uuidString.prefix(10))"
+        let rootReset = try runCommand("/usr/bin/pamtester", [stack, VaultAccount.name, "chauthtok"], input: Array("\(reset)\n\(reset)\n".utf8))
+        XCTAssertEqual(rootReset.status, 0, "\(rootReset)")
+        XCTAssertTrue(vaultStatus(home).contains("\"loginPasswordAhead\" : "), vaultStatus(home))
+        let withNew = try unlock(reset)
+        XCTAssertEqual(withNew.status, 2)
+        XCTAssertTrue(withNew.standardError.contains("Your login password was changed without the old one reaching the vault, so the vault still opens with its old passphrase; unlock with that, then run 'kc vault passwd'"), withNew.standardError)
+        let withOld = try unlock(changed)
+        XCTAssertEqual(withOld.status, 0)
+        XCTAssertTrue(withOld.standardError.hasPrefix("kc: note: your login password was changed without the old one reaching the vault"), withOld.standardError)
+        let caughtUp = try VaultAccount.run("printf '%s' '\(reset)' | \"$KC\" vault passwd --passphrase-fd 3 --new-passphrase-fd 0 3<<EOF\n\(changed)\nEOF\n\"$KC\" vault status --json | grep -c loginPasswordAhead", vault: home)
+        XCTAssertEqual(caughtUp.output, "0\n", "kc vault passwd catches up: \(caughtUp)")
+        XCTAssertEqual(try unlock(reset).status, 0)
+    }
+
+    func testWhenUnlockedItemsComeBackOnlyInALoginSession() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: PAM, and a test account") }
+        let service = "kc-test.\(getpid()).vault-logout"
+        let home = try accountWithVault(service: service)
+        let recorder = try sessionRecorder(service)
+        let stack = try loginService(try debianStack(["--enable", "kc"]), record: recorder)
+        XCTAssertEqual(try pamtester(stack, ["authenticate", "open_session", "close_session"], password: password).status, 0)
+        XCTAssertTrue(readWholeFile(recorder.output)?.contains("session\twhen-unlocked") == true, "the login had it")
+
+        // Logged out: every process of the user gone. The vault stays unlocked (its
+        // after-first-unlock items still load), but a process outside a login (as cron
+        // or a service runs) gets no when-unlocked item, from the kernel or the vault.
+        _ = try runCommand("/usr/bin/pkill", ["-KILL", "-u", VaultAccount.name])
+        let outside = try VaultAccount.run("""
+            "$KC" get \(service) session; echo " session=$?"
+            "$KC" ls \(service)
+            keyctl invalidate "$(keyctl search @u user user)"; "$KC" get \(service) user; echo " user=$?"
+            """, vault: home)
+        XCTAssertEqual(outside.output, " session=1\nboot\nuser\nuser value user=0\n", "\(outside)")
+        XCTAssertEqual(outside.standardError, "kc: no item 'session' in service '\(service)' in this session: the vault keeps when-unlocked items for login sessions (not cron, services or shells outside a login); run 'kc unlock' to load them here, or store it with --access after-first-unlock\n")
+        let viaRunuser = try runCommand("/usr/sbin/runuser", ["-u", VaultAccount.name, "--", "/usr/bin/env", "HOME=\(home.dataHome)", VaultAccount.kcPath, "get", service, "session"])
+        XCTAssertEqual(viaRunuser.status, 1, "\(viaRunuser)")
+
+        // A session that unlocked gets it back when a read misses; and so does the next login.
+        let unlocked = try VaultAccount.run("""
+            printf '%s' '\(password)' | "$KC" unlock 2>/dev/null
+            keyctl invalidate "$(keyctl search @s user session)"
+            "$KC" get \(service) session
+            """, vault: home)
+        XCTAssertEqual(unlocked.output, "session value", "\(unlocked)")
+        XCTAssertEqual(try pamtester(stack, ["authenticate", "open_session"], password: password).status, 0)
+        XCTAssertEqual(readWholeFile(recorder.output)?.components(separatedBy: "session\twhen-unlocked").count, 3)
+    }
+
+    func testTheAuthStepLoadsASharedServicesItemsWithAllTheUsersGroups() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: PAM, a test account and a group") }
+        let group = "kc-test-vault-share"
+        if (try runCommand("/usr/bin/getent", ["group", group])).status != 0 {
+            XCTAssertEqual(try runCommand("/usr/sbin/groupadd", ["--system", group]).status, 0)
+        }
+        let service = "kc-test.\(getpid()).vault-groups"
+        let home = try accountWithVault(service: service)
+        XCTAssertEqual(try runCommand("/usr/sbin/usermod", ["-aG", group, VaultAccount.name]).status, 0)
+        addCleanup { _ = try? runCommand("/usr/bin/gpasswd", ["-d", VaultAccount.name, group]) }
+        let stack = try loginService(try debianStack(["--enable", "kc"]))
+        // The service shared with the group lives on in the user keyring; one of its
+        // items is gone from the kernel (kept in the vault).
+        let shared = try VaultAccount.run("""
+            printf '%s' '\(password)' | "$KC" unlock >/dev/null 2>&1 || echo "unlock failed"
+            "$KC" share \(service) --group \(group) >/dev/null 2>&1 || echo "share failed"
+            printf 'shared value' | "$KC" set --access after-first-unlock \(service) shared || echo "set failed"
+            keyctl invalidate "$(keyctl search @u user shared)" || echo "invalidate failed"
+            "$KC" lock >/dev/null 2>&1
+            """, vault: home)
+        XCTAssertEqual(shared.output, "", "\(shared)")
+        XCTAssertEqual(try pamtester(stack, ["authenticate"], password: password).status, 0)
+        let view = try VaultAccount.run("\"$KC\" get \(service) shared; echo; \"$KC\" vault status --json | grep -c '\"lastError\" : null'", vault: home)
+        XCTAssertEqual(view.output, "shared value\n1\n", "the auth step, in the user's groups, put it back in the shared service: \(view)")
     }
 }

@@ -21,9 +21,10 @@ public enum PAMUser {
             guard geteuid() == 0 else {
                 throw .cannotSwitchUser(user: name, reason: "kc runs as uid \(geteuid()), not root; PAM runs it as root for a login")
             }
-            var groups = [gid_t(account.gid)]
-            // As root, setgid and setuid set the real, effective and saved ids alike.
-            guard setgroups(1, &groups) == 0, setgid(account.gid) == 0, setuid(account.uid) == 0
+            // Every group of the user, as login gives them: a shared service's items load
+            // only for its group's members. As root, setgid and setuid set the real,
+            // effective and saved ids alike.
+            guard initgroups(name, gid_t(account.gid)) == 0, setgid(account.gid) == 0, setuid(account.uid) == 0
             else {
                 throw .cannotSwitchUser(user: name, reason: String(cString: strerror(errno)))
             }

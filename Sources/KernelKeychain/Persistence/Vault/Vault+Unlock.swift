@@ -59,7 +59,11 @@ extension Vault {
         do {
             identity = try self.identity(passphrase: passphrase)
         } catch {
-            recordStatus(unlocked: false, error: error.description)
+            var problem = error.description
+            if case .wrongPassphrase = error, (try? status())?.loginPasswordAhead != nil {
+                problem += " (the login password was changed without the old one reaching the vault: unlock with the vault's old passphrase, then run 'kc vault passwd')"
+            }
+            recordStatus(unlocked: false, error: problem)
             throw error
         }
         return try load(with: Self.identities(for: identity), levels: levels, stash: identity)
@@ -197,6 +201,9 @@ extension Vault {
                 try restoreRecipient(of: identity)
                 hostToAdd = hostRecipientNotYetUsed()
             }
+            // A load of when-unlocked items opens this login session to them: reads that
+            // miss here may load them from the vault later (``LoginSession``).
+            if levels.contains(.whenUnlocked), !boot { try? LoginSession.mark() }
             settleStaged(with: identities, keepingUnopened: boot)
 
             var report = VaultUnlockReport()
@@ -221,14 +228,23 @@ extension Vault {
                 + (report.notLoadedForQuota.isEmpty ? [] : ["\(report.notLoadedForQuota.count) items did not fit in the key quota"])
             // The boot load does not unlock the vault; it reports only what went wrong.
             if !boot || !problems.isEmpty {
-                recordStatus(unlocked: !boot, error: problems.isEmpty ? nil : problems.joined(separator: "; "))
+                recordStatus(unlocked: !boot, error: problems.isEmpty ? nil : problems.joined(separator: "; "), clearsError: stash != nil)
             }
             return report
         }
     }
 
+    /// The levels a load in this process may bring back: `when-unlocked` items only in
+    /// a login session that unlocked (``LoginSession``).
+    internal static var levelsForThisSession: Set<Accessibility.Level> {
+        LoginSession.isMarked ? Vault.allLevels : Vault.allLevels.subtracting([.whenUnlocked])
+    }
+
     /// Loads one item with the stashed identity (a read missed it in the kernel).
     /// False if the vault is locked.
+    ///
+    /// - Throws: ``KeychainError/vaultKeepsForLoginSessions(service:item:)`` for a
+    ///   `when-unlocked` item outside a login session that unlocked.
     internal func reload(_ name: KeyName, in service: KeyName) throws(KeychainError) -> Bool {
         guard let identity = VaultKeys.stashed(for: directory) else { return false }
         let identities = Self.identities(for: identity)
@@ -236,8 +252,11 @@ extension Vault {
             let files = Accessibility.allCases.map { ($0, directory.itemFile($0, service, name)) }.filter { directory.isFile($0.1) }
             var report = VaultUnlockReport()
             var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
-            settle(ItemKey(service: service, name: name), files: files, identities: identities, levels: Vault.allLevels,
+            settle(ItemKey(service: service, name: name), files: files, identities: identities, levels: Vault.levelsForThisSession,
                    addingHostKey: false, report: &report, shown: &shown)
+            if report.waiting > 0, report.loadedCount == 0, report.alreadyLoaded == 0 {
+                throw .vaultKeepsForLoginSessions(service: service.description, item: name.description)
+            }
             if let problem = report.unreadable.first ?? report.failed.first {
                 throw .vaultCrypto(path: problem.what, problem.reason)
             }
@@ -284,7 +303,7 @@ extension Vault {
         for (accessibility, file) in files {
             guard let record = open(file, identities: identities, report: &report) else { continue }
             if report.waitingForUnlock && record.owner != geteuid() {
-                report.unreadable.append(.init(what: file.description, reason: "was written by uid \(record.owner)'s vault, not this user's: a copy of another user's item; not loaded"))
+                report.unreadable.append(.init(what: file.description, reason: "was written by \(record.owner.map { "uid \($0)'s" } ?? "another user's") vault, not this user's: a copy of another user's item; not loaded"))
                 continue
             }
             guard record.service == key.service, record.name == key.name, record.accessibility == accessibility else {

@@ -96,6 +96,45 @@ public struct Vault: Sendable {
             do throws(AgeError) { resealed = try Age.encrypt(text, passphrase: new, logN: factor) } catch { throw .vaultCrypto(path: directory.identityFile.description, error.description) }
             try directory.commit(directory.stage(resealed), to: directory.identityFile)
         }
+        recordLoginPasswordChange(withoutVaultSince: nil)
+    }
+
+    /// What ``followLoginPassword(from:to:)`` did.
+    public enum LoginPasswordChange: Sendable, Equatable {
+        /// The vault's passphrase was the old login password; it is the new one now.
+        case followed
+        /// The vault's passphrase is the new login password already.
+        case alreadyFollows
+        /// PAM had no old password (root set the new one): the vault keeps its
+        /// passphrase, and the next unlock says so.
+        case oldPasswordUnknown
+        /// The vault's passphrase is neither the old nor the new login password: it is
+        /// left as it is (PAM does not unlock it at login).
+        case notTheLoginPassword
+    }
+
+    /// PAM's password step: the login password changed from `old` to `new`, and the
+    /// vault's passphrase follows it if it was the old one, as gnome-keyring's does.
+    /// Never fails the password change: what went wrong is recorded for
+    /// `kc vault status`.
+    public func followLoginPassword(from old: [UInt8]?, to new: [UInt8]) throws(KeychainError) -> LoginPasswordChange {
+        try requireExisting()
+        guard let old, !old.isEmpty else {
+            recordLoginPasswordChange(withoutVaultSince: Deadline.now)
+            recordStatus(unlocked: false, error: "the login password was changed without the old one (root set it), so the vault kept its passphrase: login cannot unlock it until you run 'kc vault passwd' with the vault's old passphrase")
+            return .oldPasswordUnknown
+        }
+        do {
+            try changePassphrase(from: old, to: new)
+            return .followed
+        } catch .wrongPassphrase {
+            if (try? identity(passphrase: new)) != nil {
+                recordLoginPasswordChange(withoutVaultSince: nil)
+                return .alreadyFollows
+            }
+            recordStatus(unlocked: false, error: "the login password changed, but the vault's passphrase was not the old login password, so it was left as it was; login unlocks the vault only if its passphrase is your login password ('kc vault passwd')")
+            return .notTheLoginPassword
+        }
     }
 
     // MARK: Status
@@ -113,12 +152,15 @@ public struct Vault: Sendable {
         /// The last unlock (seconds since the epoch) and the last error, from `status`.
         public var lastUnlock: Int64?
         public var lastError: String?
+        /// When the login password changed without the old one reaching the vault (root
+        /// set it): PAM cannot unlock the vault until `kc vault passwd` catches up.
+        public var loginPasswordAhead: Int64?
     }
 
     public func status() throws(KeychainError) -> Status {
         guard exists else {
             return Status(path: path, exists: false, isUnlocked: false, itemCounts: [:], workFactor: nil,
-                          hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: nil, lastError: nil)
+                          hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: nil, lastError: nil, loginPasswordAhead: nil)
         }
         try directory.checkOwnership()
         var counts: [Accessibility: Int] = [:]
@@ -129,9 +171,10 @@ public struct Vault: Sendable {
             }
         }
         let factor = (try? readIdentityFile()).flatMap { try? Age.scryptWorkFactor(of: $0) }
-        let (lastUnlock, lastError) = readStatusFile()
+        let record = readStatusFile()
         return Status(path: path, exists: true, isUnlocked: isUnlocked, itemCounts: counts, workFactor: factor,
-                      hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: lastUnlock, lastError: lastError)
+                      hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: record.lastUnlock, lastError: record.lastError,
+                      loginPasswordAhead: record.loginPasswordAhead)
     }
 
     // MARK: Internals
@@ -222,23 +265,49 @@ public struct Vault: Sendable {
     }
 
     /// Records an unlock's outcome for `kc vault status` (best effort): the time of the
-    /// last success, and the last error (cleared by a clean unlock).
-    internal func recordStatus(unlocked: Bool, error: String?) {
-        var (lastUnlock, lastError) = readStatusFile()
-        if unlocked { lastUnlock = Deadline.now }
-        lastError = error.map { "\(Deadline.now) " + $0.filter { $0 != "\n" } } ?? (unlocked ? nil : lastError)
-        let text = (lastUnlock.map { "unlocked \($0)\n" } ?? "") + (lastError.map { "error \($0)\n" } ?? "")
-        if let staged = try? directory.stage(Array(text.utf8)) { try? directory.commit(staged, to: directory.statusFile) }
+    /// last success, and the last error. Only an unlock with the passphrase clears an
+    /// error (`clearsError`): PAM's session step, which loads with what the auth step
+    /// left, must not hide why the auth step failed.
+    internal func recordStatus(unlocked: Bool, error: String?, clearsError: Bool = true) {
+        var record = readStatusFile()
+        if unlocked { record.lastUnlock = Deadline.now }
+        if let error {
+            record.lastError = "\(Deadline.now) " + error.filter { $0 != "\n" }
+        } else if unlocked, clearsError {
+            record.lastError = nil
+        }
+        writeStatusFile(record)
     }
 
-    private func readStatusFile() -> (Int64?, String?) {
-        guard let bytes = try? directory.read(directory.statusFile) else { return (nil, nil) }
-        var unlocked: Int64? = nil
-        var error: String? = nil
+    /// Records that the login password changed without the old one reaching the vault
+    /// (root set it), or, with nil, that the vault follows it again.
+    internal func recordLoginPasswordChange(withoutVaultSince time: Int64?) {
+        var record = readStatusFile()
+        record.loginPasswordAhead = time
+        writeStatusFile(record)
+    }
+
+    /// The status file: `unlocked TIME`, `error TIME TEXT`, `login-password-ahead TIME`.
+    private struct StatusRecord {
+        var lastUnlock: Int64?
+        var lastError: String?
+        var loginPasswordAhead: Int64?
+    }
+
+    private func readStatusFile() -> StatusRecord {
+        var record = StatusRecord()
+        guard let bytes = try? directory.read(directory.statusFile) else { return record }
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            if line.hasPrefix("unlocked ") { unlocked = Int64(line.dropFirst(9)) }
-            if line.hasPrefix("error ") { error = String(line.dropFirst(6)) }
+            if line.hasPrefix("unlocked ") { record.lastUnlock = Int64(line.dropFirst(9)) }
+            if line.hasPrefix("error ") { record.lastError = String(line.dropFirst(6)) }
+            if line.hasPrefix("login-password-ahead ") { record.loginPasswordAhead = Int64(line.dropFirst(21)) }
         }
-        return (unlocked, error)
+        return record
+    }
+
+    private func writeStatusFile(_ record: StatusRecord) {
+        let text = (record.lastUnlock.map { "unlocked \($0)\n" } ?? "") + (record.lastError.map { "error \($0)\n" } ?? "")
+            + (record.loginPasswordAhead.map { "login-password-ahead \($0)\n" } ?? "")
+        if let staged = try? directory.stage(Array(text.utf8)) { try? directory.commit(staged, to: directory.statusFile) }
     }
 }

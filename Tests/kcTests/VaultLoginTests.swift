@@ -174,6 +174,16 @@ final class VaultLoginTests: VaultTestCase {
         XCTAssertEqual(noUser.status, 64, "\(noUser)")
         XCTAssertEqual(noUser.standardError, "kc: --pam needs PAM_USER (run it from pam_kc.so or pam_exec)\n")
 
+        // The password step's input is "OLD\0NEW"; anything else is refused and changes nothing.
+        var environment = ["PAM_TYPE": "password", "PAM_USER": VaultAccount.name, "PATH": "/usr/bin:/bin"]
+        let noSeparator = try runCommand(VaultAccount.kcPath, ["vault", "passwd", "--pam"], input: Array((password + "new").utf8), environment: environment)
+        XCTAssertEqual(noSeparator.status, 64, "\(noSeparator)")
+        XCTAssertEqual(noSeparator.standardError, "kc: --pam reads the old and the new password separated by a NUL byte (run it from pam_kc.so)\n")
+        environment["PAM_USER"] = nil
+        let passwdNoUser = try runCommand(VaultAccount.kcPath, ["vault", "passwd", "--pam"], input: Array(password.utf8) + [0] + Array("new".utf8), environment: environment)
+        XCTAssertEqual(passwdNoUser.status, 64, "\(passwdNoUser)")
+        XCTAssertEqual(try VaultAccount.run("printf '%s' '\(password)' | \"$KC\" unlock 2>&1 >/dev/null | grep -c wrong", vault: home).output, "0\n", "the passphrase is unchanged")
+
         VaultAccount.simulateReboot()
         XCTAssertEqual(try runCommand("/bin/rm", ["-rf", home.path]).status, 0)
         let noVault = try step("auth", password)

@@ -57,24 +57,32 @@ extension Keychain {
         case .shared(let shared):
             return try copy.withValueBytes { bytes throws(KeychainError) in try shared.replace(bytes, forKey: key, group: accessGroup?.name) }
         case .own(let own):
-            let journal = try Self.journal()
-            return try journal.withLock { () throws(KeychainError) in
-                // Where the journal keeps the item at the home level only, a home hit is
-                // at that level: the kernel has a ring there, and a search from the home
-                // anchor finds it before any nested one. Otherwise the level is made sure of.
-                let levels = journal.keptLevels(of: key, in: own.name)
-                let homeIsExact = levels == [own.home]
-                guard let located = try own.locate(key, exactLevel: !levels.isEmpty && !homeIsExact) else { return false }
-                let record = located.deadlineRecord
-                var changes: [ItemChange] = []
-                if !levels.isEmpty, let level = located.accessibility ?? (homeIsExact ? own.home : nil) {
-                    changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: level, deadline: record?.deadline, value: copy))]
-                }
-                return try journal.record(changes, committing: { $0 }) { () throws(KeychainError) in
-                    try copy.withValueBytes { bytes throws(KeychainError) in
-                        try Placement.replace(bytes, of: located, named: key, deadline: record?.deadline,
-                                              record: record, like: located.likeOwnItem(named: key))
-                    }
+            return try Self.replaceExisting(copy, forKey: key, of: own, in: Self.journal())
+        }
+    }
+
+    /// The one save of a new value into an existing item of the caller's own, keeping
+    /// its level, device-only flag and deadline exactly: for ``replace(_:forKey:)`` (the
+    /// mount) and for a ``set(_:forKey:)-(Bytes,_)`` that chose none of them. False,
+    /// storing nothing, if there is no such item.
+    internal static func replaceExisting(_ value: [UInt8], forKey key: KeyName, of own: OwnService,
+                                         in journal: some ItemJournal) throws(KeychainError) -> Bool {
+        try journal.withLock { () throws(KeychainError) in
+            // Where the journal keeps the item at the home level only, a home hit is
+            // at that level: the kernel has a ring there, and a search from the home
+            // anchor finds it before any nested one. Otherwise the level is made sure of.
+            let levels = journal.keptLevels(of: key, in: own.name)
+            let homeIsExact = levels == [own.home]
+            guard let located = try own.locate(key, exactLevel: !levels.isEmpty && !homeIsExact) else { return false }
+            let record = located.deadlineRecord
+            var changes: [ItemChange] = []
+            if !levels.isEmpty, let level = located.accessibility ?? (homeIsExact ? own.home : nil) {
+                changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: level, deadline: record?.deadline, value: value))]
+            }
+            return try journal.record(changes, committing: { $0 }) { () throws(KeychainError) in
+                try value.withValueBytes { bytes throws(KeychainError) in
+                    try Placement.replace(bytes, of: located, named: key, deadline: record?.deadline,
+                                          record: record, like: located.likeOwnItem(named: key))
                 }
             }
         }

@@ -64,19 +64,23 @@ extension Keychain {
     /// The one save of a new value into an existing item of the caller's own, keeping
     /// its level, device-only flag and deadline exactly: for ``replace(_:forKey:)`` (the
     /// mount) and for a ``set(_:forKey:)-(Bytes,_)`` that chose none of them. False,
-    /// storing nothing, if there is no such item.
+    /// storing nothing, if there is no such item. The journal saves the new value if
+    /// it keeps the item, or with `savingUnkept` (a set, which is saved unless
+    /// ephemeral) if it keeps anything; a save through the mount leaves an item stored
+    /// `--ephemeral` in the kernel only.
     internal static func replaceExisting(_ value: [UInt8], forKey key: KeyName, of own: OwnService,
-                                         in journal: some ItemJournal) throws(KeychainError) -> Bool {
+                                         in journal: some ItemJournal, savingUnkept: Bool = false) throws(KeychainError) -> Bool {
         try journal.withLock { () throws(KeychainError) in
             // Where the journal keeps the item at the home level only, a home hit is
             // at that level: the kernel has a ring there, and a search from the home
             // anchor finds it before any nested one. Otherwise the level is made sure of.
             let levels = journal.keptLevels(of: key, in: own.name)
+            let saves = !levels.isEmpty || (savingUnkept && journal.persists)
             let homeIsExact = levels == [own.home]
-            guard let located = try own.locate(key, exactLevel: !levels.isEmpty && !homeIsExact) else { return false }
+            guard let located = try own.locate(key, exactLevel: saves && !homeIsExact) else { return false }
             let record = located.deadlineRecord
             var changes: [ItemChange] = []
-            if !levels.isEmpty, let level = located.accessibility ?? (homeIsExact ? own.home : nil) {
+            if saves, let level = located.accessibility ?? (homeIsExact ? own.home : nil) {
                 changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: level, deadline: record?.deadline, value: value))]
             }
             return try journal.record(changes, committing: { $0 }) { () throws(KeychainError) in

@@ -391,7 +391,7 @@ public struct Keychain: Sendable, Hashable {
                 let keepsAll = !choosesAccessibility && keepsDeadline
                 // Everything kept: the mount's save. It found no item if it returns false.
                 let saved = keepsAll && !isEphemeral && accessGroup == nil
-                if saved, try Self.replaceExisting(value, forKey: key, of: own, in: journal) { return }
+                if saved, try Self.replaceExisting(value, forKey: key, of: own, in: journal, savingUnkept: true) { return }
                 if chosenLevel == nil || chosenThisDeviceOnly == nil || keepsDeadline {
                     var existing = saved ? nil : try own.locate(key, exactLevel: true)
                     // A saved item the kernel lacks (a new login session, a reboot): with

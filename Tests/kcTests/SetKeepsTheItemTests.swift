@@ -132,6 +132,16 @@ final class SetKeepsTheItemTests: VaultTestCase {
         XCTAssertEqual(vault.itemFiles(), [], "--ephemeral still removes the saved copy")
     }
 
+    func testAnEphemeralItemSetAgainIsSavedAtItsLevel() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "cron", "old", options: ["--access", "always", "--ephemeral"]).status, 0)
+        XCTAssertEqual(vault.itemFiles(), [])
+        XCTAssertEqual(try vault.set(service, "cron", "new").status, 0)
+        XCTAssertEqual(try kernelItem(service, "cron").level, "always")
+        XCTAssertEqual(vault.itemFiles(), ["always/\(service)/cron"], "a set without --ephemeral is saved, as before")
+    }
+
     func testASavedItemTheKernelLacksKeepsItsLevelWhileTheVaultIsLocked() throws {
         let vault = try makeVault()
         let service = uniqueService()

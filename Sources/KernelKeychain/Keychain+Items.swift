@@ -7,11 +7,20 @@ import Keyrings
 
 extension Keychain {
     /// The size in bytes of the item's value, or nil if there is no such item. As cheap
-    /// as a read: two searches and a `keyctl_read` that copies nothing.
+    /// as a read: two searches and a `keyctl_read` that copies nothing. Like a read, a
+    /// miss loads the item from the vault if it is unlocked (a locked vault's item is nil
+    /// here, as in a listing: the mount's lookup).
     public func size(ofItem key: some KeyNameConvertible) throws(KeychainError) -> Int? {
         let key = key.keyName
         try validateName(key, as: .item)
-        guard let located = try locate(key, in: resolve(forWriting: false)) else { return nil }
+        let found: LocatedItem?
+        do {
+            found = try locate(key, in: resolve(forWriting: false), reloading: true)
+        } catch {
+            guard case .vaultLocked = error else { throw error }
+            found = nil
+        }
+        guard let located = found else { return nil }
         do {
             return try unlessGone { () throws(KeyctlError) in try located.item.payloadSize() }
         } catch {
@@ -244,9 +253,15 @@ extension Keychain {
 
     /// Whether the service has a keyring at any accessibility (it may hold no items).
     /// Stops at the first keyring found, so the common case is one `keyctl_search`.
+    /// With none, the vault's items of the service for this session are loaded if it
+    /// is unlocked (see ``allKeyNames()``).
     public func serviceExists() throws(KeychainError) -> Bool {
         guard let service = serviceName else { return true }
-        return try OwnService(name: service, home: accessibility).exists()
+        let own = OwnService(name: service, home: accessibility)
+        if try own.exists() { return true }
+        // A service the unlocked vault keeps items of for this session, as in a listing.
+        guard Vault.loadMissing(of: service, listed: []) else { return false }
+        return try own.exists()
     }
 }
 

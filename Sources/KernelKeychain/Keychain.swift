@@ -306,7 +306,8 @@ public struct Keychain: Sendable, Hashable {
     // MARK: Listing
 
     /// The names of the service's items as text, at every accessibility, sorted by their
-    /// bytes. A name that is not UTF-8 shows its other bytes as U+FFFD and cannot be used
+    /// bytes. Like every listing, with the vault unlocked it first loads the items the
+    /// vault keeps for this session that the kernel lacks, as a read that misses does. A name that is not UTF-8 shows its other bytes as U+FFFD and cannot be used
     /// to read the item: ``allKeyNames()`` has the exact names.
     public func allKeys() throws(KeychainError) -> [String] {
         try allKeyNames().map { String(decoding: $0.bytes, as: UTF8.self) }
@@ -315,24 +316,40 @@ public struct Keychain: Sendable, Hashable {
     /// The exact names of the service's items, at every accessibility, sorted by their
     /// bytes. Cheaper than ``items()``: a describe per item, no size or expiry.
     public func allKeyNames() throws(KeychainError) -> [KeyName] {
-        try resolve(forWriting: false).itemNames(checkingSize: false)
+        let rings = try resolve(forWriting: false)
+        return try Self.listing(rings, names: { $0 }) { () throws(KeychainError) in try rings.itemNames(checkingSize: false) }
     }
 
     /// The names ``items()`` lists, sorted, without the deadlines: no read of /proc/keys.
     public func itemNames() throws(KeychainError) -> [KeyName] {
-        try resolve(forWriting: false).itemNames(checkingSize: true)
+        let rings = try resolve(forWriting: false)
+        return try Self.listing(rings, names: { $0 }) { () throws(KeychainError) in try rings.itemNames(checkingSize: true) }
     }
 
     /// The service's items with what the kernel knows of them, sorted by name.
     /// Expired items are skipped (and unlinked, so the kernel frees them sooner).
     public func items() throws(KeychainError) -> [KeychainItem] {
-        try resolve(forWriting: false).items()
+        let rings = try resolve(forWriting: false)
+        return try Self.listing(rings, names: { $0.map(\.name) }) { () throws(KeychainError) in try rings.items() }
     }
 
     /// The names of every service that has a keyring at any accessibility, sorted by
-    /// their bytes.
+    /// their bytes. With the vault unlocked, a service it keeps items of for this
+    /// session that the kernel lacks is loaded first, as ``allKeyNames()`` does.
     public static func services() throws(KeychainError) -> [KeyName] {
-        try Placement.serviceNames()
+        let listed = try Placement.serviceNames()
+        return Vault.loadMissingServices(listed: listed) ? try Placement.serviceNames() : listed
+    }
+
+    /// A listing of the caller's own service shows what the vault holds for this
+    /// session, as a read does: with the vault unlocked, items it keeps that the
+    /// kernel's listing lacks (a new login session, an expired persistent keyring) are
+    /// loaded (``Vault/loadMissing(of:listed:)``) and the service is listed again.
+    private static func listing<Listed>(_ rings: ServiceRings, names: (Listed) -> [KeyName],
+                                        _ list: () throws(KeychainError) -> Listed) throws(KeychainError) -> Listed {
+        let listed = try list()
+        guard case .own(let own) = rings, Vault.loadMissing(of: own.name, listed: names(listed)) else { return listed }
+        return try list()
     }
 
     // MARK: Internals

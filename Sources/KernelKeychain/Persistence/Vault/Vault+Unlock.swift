@@ -245,23 +245,15 @@ extension Vault {
         }
     }
 
-    /// Loads one item with the stashed identity (a read missed it in the kernel).
-    /// False if the vault is locked.
+    /// Loads one item with the stashed identity (a read missed it in the kernel), through
+    /// ``loadOnDemand(_:)``. False if the vault is locked.
     internal func reload(_ name: KeyName, in service: KeyName) throws(KeychainError) -> Bool {
-        guard let identity = VaultKeys.stashed(for: directory) else { return false }
-        let identities = Self.identities(for: identity)
-        try directory.withLock { () throws(KeychainError) in
-            let files = Accessibility.allCases.map { ($0, directory.itemFile($0, service, name)) }.filter { directory.isFile($0.1) }
-            var report = VaultUnlockReport()
-            var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
-            settle(ItemKey(service: service, name: name), files: files, identities: identities, levels: Vault.allLevels,
-                   addingHostKey: false, report: &report, shown: &shown)
-            if let problem = report.unreadable.first ?? report.failed.first {
-                throw .vaultCrypto(path: problem.what, problem.reason)
-            }
-            if !report.notLoadedForQuota.isEmpty {
-                throw .notEnoughQuota(what: "\(service)/\(name) from the vault", keys: 1, bytes: 0, usage: KeyQuota.current() ?? KeyQuota(uid: getuid(), keys: 0, maxKeys: 0, bytes: 0, maxBytes: 0))
-            }
+        guard let report = try loadOnDemand([(service, name)]) else { return false }
+        if let problem = report.unreadable.first ?? report.failed.first {
+            throw .vaultCrypto(path: problem.what, problem.reason)
+        }
+        if !report.notLoadedForQuota.isEmpty {
+            throw .notEnoughQuota(what: "\(service)/\(name) from the vault", keys: 1, bytes: 0, usage: KeyQuota.current() ?? KeyQuota(uid: getuid(), keys: 0, maxKeys: 0, bytes: 0, maxBytes: 0))
         }
         return true
     }
@@ -270,7 +262,7 @@ extension Vault {
     /// at a level this load covers, it goes into the kernel (``load(_:report:shown:)``).
     /// `addingHostKey`: an `always` file is written again so the host key can open it.
     /// `shown`: the deadlines /proc/keys shows, read once for the whole load.
-    private func settle(_ key: ItemKey, files: [(Accessibility, VaultPath)], identities: [AgeX25519Identity],
+    internal func settle(_ key: ItemKey, files: [(Accessibility, VaultPath)], identities: [AgeX25519Identity],
                         levels: Set<Accessibility.Level>, addingHostKey: Bool, report: inout VaultUnlockReport,
                         shown: inout [KeySerial: ProcKeysEntry.Expiry]?) {
         guard var record = newestRecord(of: key, in: files, identities: identities, report: &report) else { return }
@@ -288,7 +280,7 @@ extension Vault {
         }
     }
 
-    private struct ItemKey: Hashable {
+    internal struct ItemKey: Hashable {
         var service: KeyName
         var name: KeyName
     }
@@ -302,7 +294,7 @@ extension Vault {
         for (accessibility, file) in files {
             guard let record = open(file, identities: identities, report: &report) else { continue }
             if report.waitingForUnlock && record.owner != geteuid() {
-                report.unreadable.append(.init(what: file.description, reason: "was written by uid \(record.owner)'s vault, not this user's: a copy of another user's item; not loaded"))
+                report.unreadable.append(.init(what: file.description, reason: "was written by uid \(record.owner.map(String.init) ?? "unknown")'s vault, not this user's: a copy of another user's item; not loaded"))
                 continue
             }
             guard record.service == key.service, record.name == key.name, record.accessibility == accessibility else {

@@ -56,11 +56,16 @@ final class SetKeepsTheItemTests: VaultTestCase {
         XCTAssertEqual(try vault.get(service, "cron").output, "new")
     }
 
-    func testAnExplicitAccessMovesTheItemAndKeepsItsDeadline() throws {
+    /// A vault and an item `token` at always with a 2h deadline, as the kernel has it.
+    private func alwaysTokenWithADeadline() throws -> (VaultFixture, String, (level: String?, deadline: Int64?)) {
         let vault = try makeVault()
         let service = uniqueService()
         XCTAssertEqual(try vault.set(service, "token", "old", options: ["--access", "always", "--timeout", "2h"]).status, 0)
-        let before = try kernelItem(service, "token")
+        return (vault, service, try kernelItem(service, "token"))
+    }
+
+    func testAnExplicitAccessMovesTheItemAndKeepsItsDeadline() throws {
+        let (vault, service, before) = try alwaysTokenWithADeadline()
 
         XCTAssertEqual(try vault.set(service, "token", "new", options: ["--access", "after-first-unlock"]).status, 0)
         let after = try kernelItem(service, "token")
@@ -74,10 +79,7 @@ final class SetKeepsTheItemTests: VaultTestCase {
     }
 
     func testATimeoutChangesTheDeadlineOnly() throws {
-        let vault = try makeVault()
-        let service = uniqueService()
-        XCTAssertEqual(try vault.set(service, "token", "old", options: ["--access", "always", "--timeout", "2h"]).status, 0)
-        let before = try kernelItem(service, "token")
+        let (vault, service, before) = try alwaysTokenWithADeadline()
 
         XCTAssertEqual(try vault.set(service, "token", "new", options: ["--timeout", "5h"]).status, 0)
         let after = try kernelItem(service, "token")

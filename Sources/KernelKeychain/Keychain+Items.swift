@@ -7,11 +7,20 @@ import Keyrings
 
 extension Keychain {
     /// The size in bytes of the item's value, or nil if there is no such item. As cheap
-    /// as a read: two searches and a `keyctl_read` that copies nothing.
+    /// as a read: two searches and a `keyctl_read` that copies nothing. Like a read, a
+    /// miss loads the item from the vault if it is unlocked (a locked vault's item is nil
+    /// here, as in a listing: the mount's lookup).
     public func size(ofItem key: some KeyNameConvertible) throws(KeychainError) -> Int? {
         let key = key.keyName
         try validateName(key, as: .item)
-        guard let located = try locate(key, in: resolve(forWriting: false)) else { return nil }
+        let found: LocatedItem?
+        do {
+            found = try locate(key, in: resolve(forWriting: false), reloading: true)
+        } catch {
+            guard case .vaultLocked = error else { throw error }
+            found = nil
+        }
+        guard let located = found else { return nil }
         do {
             return try unlessGone { () throws(KeyctlError) in try located.item.payloadSize() }
         } catch {
@@ -57,24 +66,36 @@ extension Keychain {
         case .shared(let shared):
             return try copy.withValueBytes { bytes throws(KeychainError) in try shared.replace(bytes, forKey: key, group: accessGroup?.name) }
         case .own(let own):
-            let journal = try Self.journal()
-            return try journal.withLock { () throws(KeychainError) in
-                // Where the journal keeps the item at the home level only, a home hit is
-                // at that level: the kernel has a ring there, and a search from the home
-                // anchor finds it before any nested one. Otherwise the level is made sure of.
-                let levels = journal.keptLevels(of: key, in: own.name)
-                let homeIsExact = levels == [own.home]
-                guard let located = try own.locate(key, exactLevel: !levels.isEmpty && !homeIsExact) else { return false }
-                let record = located.deadlineRecord
-                var changes: [ItemChange] = []
-                if !levels.isEmpty, let level = located.accessibility ?? (homeIsExact ? own.home : nil) {
-                    changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: level, deadline: record?.deadline, value: copy))]
-                }
-                return try journal.record(changes, committing: { $0 }) { () throws(KeychainError) in
-                    try copy.withValueBytes { bytes throws(KeychainError) in
-                        try Placement.replace(bytes, of: located, named: key, deadline: record?.deadline,
-                                              record: record, like: located.likeOwnItem(named: key))
-                    }
+            return try Self.replaceExisting(copy, forKey: key, of: own, in: Self.journal())
+        }
+    }
+
+    /// The one save of a new value into an existing item of the caller's own, keeping
+    /// its level, device-only flag and deadline exactly: for ``replace(_:forKey:)`` (the
+    /// mount) and for a ``set(_:forKey:)-(Bytes,_)`` that chose none of them. False,
+    /// storing nothing, if there is no such item. The journal saves the new value if
+    /// it keeps the item, or with `savingUnkept` (a set, which is saved unless
+    /// ephemeral) if it keeps anything; a save through the mount leaves an item stored
+    /// `--ephemeral` in the kernel only.
+    internal static func replaceExisting(_ value: [UInt8], forKey key: KeyName, of own: OwnService,
+                                         in journal: some ItemJournal, savingUnkept: Bool = false) throws(KeychainError) -> Bool {
+        try journal.withLock { () throws(KeychainError) in
+            // Where the journal keeps the item at the home level only, a home hit is
+            // at that level: the kernel has a ring there, and a search from the home
+            // anchor finds it before any nested one. Otherwise the level is made sure of.
+            let levels = journal.keptLevels(of: key, in: own.name)
+            let saves = !levels.isEmpty || (savingUnkept && journal.persists)
+            let homeIsExact = levels == [own.home]
+            guard let located = try own.locate(key, exactLevel: saves && !homeIsExact) else { return false }
+            let record = located.deadlineRecord
+            var changes: [ItemChange] = []
+            if saves, let level = located.accessibility ?? (homeIsExact ? own.home : nil) {
+                changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: level, deadline: record?.deadline, value: value))]
+            }
+            return try journal.record(changes, committing: { $0 }) { () throws(KeychainError) in
+                try value.withValueBytes { bytes throws(KeychainError) in
+                    try Placement.replace(bytes, of: located, named: key, deadline: record?.deadline,
+                                          record: record, like: located.likeOwnItem(named: key))
                 }
             }
         }
@@ -232,9 +253,15 @@ extension Keychain {
 
     /// Whether the service has a keyring at any accessibility (it may hold no items).
     /// Stops at the first keyring found, so the common case is one `keyctl_search`.
+    /// With none, the vault's items of the service for this session are loaded if it
+    /// is unlocked (see ``allKeyNames()``).
     public func serviceExists() throws(KeychainError) -> Bool {
         guard let service = serviceName else { return true }
-        return try OwnService(name: service, home: accessibility).exists()
+        let own = OwnService(name: service, home: accessibility)
+        if try own.exists() { return true }
+        // A service the unlocked vault keeps items of for this session, as in a listing.
+        guard Vault.loadMissing(of: service, listed: []) else { return false }
+        return try own.exists()
     }
 }
 

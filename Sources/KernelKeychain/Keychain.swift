@@ -26,11 +26,34 @@ public struct Keychain: Sendable, Hashable {
     public let serviceName: KeyName?
     /// The service's name for people (see ``KeyName/description``); nil for ``anyService``.
     public var service: String? { serviceName?.description }
-    /// Where ``set(_:forKey:)`` puts items. Reads find an item at any level.
-    public var accessibility: Accessibility
-    /// How long items written through this keychain live; nil for no expiry.
+    /// Where ``set(_:forKey:)-(Bytes,_)`` puts items. Reads find an item at any level.
+    ///
+    /// Unless it was chosen (`Keychain(service:accessibility:)`,
+    /// ``accessibility(_:)``, ``thisDeviceOnly(_:)``, or set here), a new value for an
+    /// existing item keeps the item's level and device-only flag, and a new item goes
+    /// to ``Accessibility/whenUnlocked``: changing a secret that a cron job reads at
+    /// `.always` does not move it into the login session. See ``choosesAccessibility``.
+    public var accessibility: Accessibility {
+        get { Accessibility(level: chosenLevel ?? .whenUnlocked, thisDeviceOnly: chosenThisDeviceOnly ?? false) }
+        set {
+            chosenLevel = newValue.level
+            chosenThisDeviceOnly = newValue.isThisDeviceOnly
+        }
+    }
+    /// How long items written through this keychain live. Nil: a new value for an
+    /// existing item keeps its deadline (or none), and a new item has no expiry.
     /// The kernel keeps whole seconds, rounded up.
     public var timeout: Duration?
+
+    /// The level writes put items at, if chosen; nil keeps an existing item's.
+    private var chosenLevel: Accessibility.Level?
+    /// Whether written items are device-only, if chosen; nil keeps an existing item's.
+    private var chosenThisDeviceOnly: Bool?
+
+    /// Whether this keychain's writes put an existing item at ``accessibility`` (it was
+    /// chosen, whole or in part), rather than keeping the item's own level and
+    /// device-only flag.
+    public var choosesAccessibility: Bool { chosenLevel != nil || chosenThisDeviceOnly != nil }
 
     /// The Unix group this keychain shares its service with (see ``Sharing``): reads
     /// also find a service another member shares with the group, and writes share the
@@ -48,6 +71,11 @@ public struct Keychain: Sendable, Hashable {
 
     /// A keychain for `service`.
     ///
+    /// With an `accessibility`, writes put items there (an existing item moves to it);
+    /// without one, an existing item keeps its level and device-only flag, and new
+    /// items go to ``Accessibility/whenUnlocked``. Likewise a `timeout` gives every
+    /// written item that lifetime; without one an existing item keeps its deadline.
+    ///
     /// With `accessGroup` (a Unix group the caller belongs to) or `owner` (a user name or
     /// uid), it reaches a service shared across users: the caller's own if it has one
     /// (writes then share it with the group), else the one a member of the group
@@ -61,14 +89,15 @@ public struct Keychain: Sendable, Hashable {
     ///   ``KeychainError/notInGroup(_:addedSinceLogin:)`` and
     ///   ``KeychainError/unknownUser(_:)`` for a group or owner that cannot be used.
     public init(
-        service: some KeyNameConvertible, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil,
+        service: some KeyNameConvertible, accessibility: Accessibility? = nil, timeout: Duration? = nil,
         accessGroup: String? = nil, owner: String? = nil, groupWritable: Bool = false
     ) throws(KeychainError) {
         let service = service.keyName
         try validateName(service, as: .service)
         if let timeout { _ = try timeoutSeconds(timeout) }
         self.serviceName = service
-        self.accessibility = accessibility
+        self.chosenLevel = accessibility?.level
+        self.chosenThisDeviceOnly = accessibility?.isThisDeviceOnly
         self.timeout = timeout
         self.groupWritable = groupWritable
         if let accessGroup {
@@ -88,7 +117,6 @@ public struct Keychain: Sendable, Hashable {
 
     private init(wildcard: Void) {
         self.serviceName = nil
-        self.accessibility = .whenUnlocked
         self.timeout = nil
         self.accessGroup = nil
         self.owner = nil
@@ -110,10 +138,20 @@ public struct Keychain: Sendable, Hashable {
         }
     }
 
-    /// This keychain, writing at another accessibility.
+    /// This keychain, writing at another accessibility: its level and device-only flag,
+    /// for new items and existing ones alike.
     public func accessibility(_ accessibility: Accessibility) -> Keychain {
         var copy = self
         copy.accessibility = accessibility
+        return copy
+    }
+
+    /// This keychain, writing items device-only (true) or not, at the level chosen with
+    /// ``accessibility(_:)`` if any, else at an existing item's own level (a new item:
+    /// ``Accessibility/whenUnlocked``).
+    public func thisDeviceOnly(_ thisDeviceOnly: Bool = true) -> Keychain {
+        var copy = self
+        copy.chosenThisDeviceOnly = thisDeviceOnly
         return copy
     }
 
@@ -192,9 +230,13 @@ public struct Keychain: Sendable, Hashable {
 
     // MARK: Writing
 
-    /// Stores `value` under `key`, replacing any value atomically, at this keychain's
-    /// accessibility and timeout. An item has one home: a copy at another accessibility
-    /// is removed.
+    /// Stores `value` under `key`, replacing any value atomically. An item has one
+    /// home: a copy at another accessibility is removed.
+    ///
+    /// A new value for an existing item keeps what the item is (its level, device-only
+    /// flag and deadline), as a save through the mount does, except what this keychain
+    /// chose: an ``accessibility`` given to it moves the item there, a ``timeout`` gives
+    /// it a new deadline. A new item takes ``accessibility`` and ``timeout``.
     ///
     /// The kernel calls are `add_key` (creates or updates the `user` key),
     /// `keyctl_setperm` (owner-only) and `keyctl_set_timeout`.
@@ -203,22 +245,23 @@ public struct Keychain: Sendable, Hashable {
     public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: some KeyNameConvertible) throws(KeychainError) {
         var copy = Array(value)
         defer { copy.overwriteWithZeros() }
-        try store(copy, forKey: key.keyName, until: nil)
+        try store(copy, forKey: key.keyName, deadline: writtenDeadline)
     }
 
-    /// Stores `value` at this keychain's accessibility, expiring at `deadline` (or with
-    /// nil, as ``timeout``): a copy of an item keeps the original's deadline exactly.
+    /// Stores `value` expiring at `deadline` exactly (nil: never), whatever deadline an
+    /// existing item had: a copy of an item keeps the original's deadline. Its level is
+    /// as for ``set(_:forKey:)-(Bytes,_)``.
     public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: some KeyNameConvertible, until deadline: Deadline?) throws(KeychainError) {
         var copy = Array(value)
         defer { copy.overwriteWithZeros() }
-        try store(copy, forKey: key.keyName, until: deadline)
+        try store(copy, forKey: key.keyName, deadline: .exactly(deadline))
     }
 
     /// Stores text as its UTF-8 bytes. See ``set(_:forKey:)-(Bytes,_)``.
     public func set(_ value: String, forKey key: some KeyNameConvertible) throws(KeychainError) {
         var copy = Array(value.utf8)
         defer { copy.overwriteWithZeros() }
-        try store(copy, forKey: key.keyName, until: nil)
+        try store(copy, forKey: key.keyName, deadline: writtenDeadline)
     }
 
     /// Removes the item from wherever it is. Returns whether there was one (in the
@@ -263,7 +306,8 @@ public struct Keychain: Sendable, Hashable {
     // MARK: Listing
 
     /// The names of the service's items as text, at every accessibility, sorted by their
-    /// bytes. A name that is not UTF-8 shows its other bytes as U+FFFD and cannot be used
+    /// bytes. Like every listing, with the vault unlocked it first loads the items the
+    /// vault keeps for this session that the kernel lacks, as a read that misses does. A name that is not UTF-8 shows its other bytes as U+FFFD and cannot be used
     /// to read the item: ``allKeyNames()`` has the exact names.
     public func allKeys() throws(KeychainError) -> [String] {
         try allKeyNames().map { String(decoding: $0.bytes, as: UTF8.self) }
@@ -272,24 +316,40 @@ public struct Keychain: Sendable, Hashable {
     /// The exact names of the service's items, at every accessibility, sorted by their
     /// bytes. Cheaper than ``items()``: a describe per item, no size or expiry.
     public func allKeyNames() throws(KeychainError) -> [KeyName] {
-        try resolve(forWriting: false).itemNames(checkingSize: false)
+        let rings = try resolve(forWriting: false)
+        return try Self.listing(rings, names: { $0 }) { () throws(KeychainError) in try rings.itemNames(checkingSize: false) }
     }
 
     /// The names ``items()`` lists, sorted, without the deadlines: no read of /proc/keys.
     public func itemNames() throws(KeychainError) -> [KeyName] {
-        try resolve(forWriting: false).itemNames(checkingSize: true)
+        let rings = try resolve(forWriting: false)
+        return try Self.listing(rings, names: { $0 }) { () throws(KeychainError) in try rings.itemNames(checkingSize: true) }
     }
 
     /// The service's items with what the kernel knows of them, sorted by name.
     /// Expired items are skipped (and unlinked, so the kernel frees them sooner).
     public func items() throws(KeychainError) -> [KeychainItem] {
-        try resolve(forWriting: false).items()
+        let rings = try resolve(forWriting: false)
+        return try Self.listing(rings, names: { $0.map(\.name) }) { () throws(KeychainError) in try rings.items() }
     }
 
     /// The names of every service that has a keyring at any accessibility, sorted by
-    /// their bytes.
+    /// their bytes. With the vault unlocked, a service it keeps items of for this
+    /// session that the kernel lacks is loaded first, as ``allKeyNames()`` does.
     public static func services() throws(KeychainError) -> [KeyName] {
-        try Placement.serviceNames()
+        let listed = try Placement.serviceNames()
+        return Vault.loadMissingServices(listed: listed) ? try Placement.serviceNames() : listed
+    }
+
+    /// A listing of the caller's own service shows what the vault holds for this
+    /// session, as a read does: with the vault unlocked, items it keeps that the
+    /// kernel's listing lacks (a new login session, an expired persistent keyring) are
+    /// loaded (``Vault/loadMissing(of:listed:)``) and the service is listed again.
+    private static func listing<Listed>(_ rings: ServiceRings, names: (Listed) -> [KeyName],
+                                        _ list: () throws(KeychainError) -> Listed) throws(KeychainError) -> Listed {
+        let listed = try list()
+        guard case .own(let own) = rings, Vault.loadMissing(of: own.name, listed: names(listed)) else { return listed }
+        return try list()
     }
 
     // MARK: Internals
@@ -316,15 +376,22 @@ public struct Keychain: Sendable, Hashable {
         return NoJournal()
     }
 
-    /// Stores the value at this keychain's accessibility, with the deadline given, else
-    /// this keychain's timeout, else none: stage in the journal (unless ephemeral: then
-    /// any saved copy goes), change the kernel, commit.
-    internal func store(_ value: [UInt8], forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
+    /// The deadline a write gives an item: a timeout's from now, else an existing item's own.
+    private var writtenDeadline: WrittenDeadline {
+        get throws(KeychainError) {
+            guard let timeout else { return .existingItems }
+            return .exactly(Deadline.fromNow(seconds: UInt64(try timeoutSeconds(timeout))))
+        }
+    }
+
+    /// Stores the value: stage in the journal (unless ephemeral: then any saved copy
+    /// goes), change the kernel, commit. An existing item keeps what this keychain did
+    /// not choose of its level, device-only flag and deadline; when it keeps all three,
+    /// this is the mount's save (``replaceExisting(_:forKey:of:in:)``).
+    internal func store(_ value: [UInt8], forKey key: KeyName, deadline: WrittenDeadline) throws(KeychainError) {
         try validateName(key, as: .item)
         guard !value.isEmpty else { throw .emptyValue }
         guard value.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: value.count) }
-        var effective = deadline
-        if effective == nil, let timeout { effective = Deadline.fromNow(seconds: UInt64(try timeoutSeconds(timeout))) }
         switch try resolve(forWriting: true) {
         case .anyService:
             throw .serviceRequired
@@ -334,18 +401,49 @@ public struct Keychain: Sendable, Hashable {
         case .own(let own):
             let journal = try Self.journal()
             try journal.withLock { () throws(KeychainError) in
+                var home = own.home
+                var effective: Deadline? = nil
+                if case .exactly(let given) = deadline { effective = given }
+                let keepsDeadline = if case .existingItems = deadline { true } else { false }
+                let keepsAll = !choosesAccessibility && keepsDeadline
+                // Everything kept: the mount's save. It found no item if it returns false.
+                let saved = keepsAll && !isEphemeral && accessGroup == nil
+                if saved, try Self.replaceExisting(value, forKey: key, of: own, in: journal, savingUnkept: true) { return }
+                if chosenLevel == nil || chosenThisDeviceOnly == nil || keepsDeadline {
+                    var existing = saved ? nil : try own.locate(key, exactLevel: true)
+                    // A saved item the kernel lacks (a new login session, a reboot): with
+                    // the vault unlocked it is loaded first, as a read would, so that what
+                    // this write keeps of it is what it was; locked, its file's level is kept.
+                    let keptLevels = existing == nil ? journal.keptLevels(of: key, in: own.name) : []
+                    if !keptLevels.isEmpty, (try? Vault.reloadIfKept(key, in: own.name)) == true {
+                        existing = try own.locate(key, exactLevel: true)
+                    }
+                    if let level = existing?.accessibility ?? keptLevels.first {
+                        home = Accessibility(level: chosenLevel ?? level.level, thisDeviceOnly: chosenThisDeviceOnly ?? level.isThisDeviceOnly)
+                    }
+                    if keepsDeadline, let existing { effective = existing.shownDeadline }
+                }
+                let target = own.at(home)
                 var changes: [ItemChange] = []
                 if isEphemeral {
                     if journal.keeps(key, in: own.name) { changes = [.removed(service: own.name, name: key)] }
                 } else if journal.persists {
-                    changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: accessibility, deadline: effective, value: value))]
+                    changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: home, deadline: effective, value: value))]
                 }
                 try journal.record(changes) { () throws(KeychainError) in
-                    try value.withValueBytes { bytes throws(KeychainError) in try own.store(bytes, forKey: key, until: effective) }
+                    try target.storeCopy(value, forKey: key, until: effective)
                 }
             }
         }
     }
+}
+
+/// The deadline a write gives an item.
+internal enum WrittenDeadline {
+    /// An existing item's own (none for a new item).
+    case existingItems
+    /// This one exactly; nil for none.
+    case exactly(Deadline?)
 }
 
 /// The kernel's expiry is whole seconds in an unsigned int; round up so a timeout

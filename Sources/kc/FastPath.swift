@@ -66,7 +66,7 @@ enum FastPath {
         guard let line = PlainCommandLine(from: 2, .init(flags: [thisDeviceOnly, ephemeral, groupWritable],
                                                          options: [access, timeout, group, owner], names: 2...2)),
               let shared = sharing(line), shared.group != nil || !line.has(groupWritable) else { return }
-        var level = Accessibility.Level.whenUnlocked
+        var level: Accessibility.Level? = nil
         if let text = line.value(access) {
             guard let given = Accessibility.Level(rawValue: text) else { return }
             level = given
@@ -80,8 +80,7 @@ enum FastPath {
             let service = KeyName(cString: line.names[0]), key = KeyName(cString: line.names[1])
             try validateName(service, as: .service)
             try validateName(key, as: .item)
-            try StoreRequest(service: service, key: key,
-                             accessibility: Accessibility(level: level, thisDeviceOnly: line.has(thisDeviceOnly)),
+            try StoreRequest(service: service, key: key, level: level, thisDeviceOnly: line.has(thisDeviceOnly),
                              ephemeral: line.has(ephemeral), timeout: duration, group: shared.group, owner: shared.owner,
                              groupWritable: line.has(groupWritable)).run()
         }

@@ -17,6 +17,10 @@ extension KC {
             group and whether it may write. With --group or --from, SERVICE is one
             another user shares with you; its items' level is theirs to know ('-').
 
+            With the vault unlocked, the items it keeps for this session that the kernel
+            lacks (a new login session, an expired persistent keyring) are loaded first,
+            as 'kc get' does on a miss; with it locked, kc lists what the kernel has.
+
             Names are bytes and are printed exactly. --json (stable): without SERVICE,
             {"services": ["name", ...]}; with SERVICE, {"service": "name", "items":
             [{"name", "access" (null for another user's item), "thisDeviceOnly" (null

@@ -18,6 +18,12 @@ extension KC {
               kc set --access always --timeout 8h com.example session < cookie.bin
               kc set --group deploy --access after-first-unlock com.example token < token.txt
 
+            A new value for an existing item keeps what the item is: its level, its
+            device-only flag and its deadline, as a save through 'kc mount' does. Only
+            an option given changes one: --access (and --this-device-only) the level,
+            --timeout the deadline. A new item is when-unlocked, with no deadline,
+            unless the options say otherwise.
+
             With --group GROUP the service is shared with that Unix group (see 'kc share');
             with --from USER (or --group) and a service another user shares with you
             group-writable, an existing item's value is replaced in place.
@@ -31,18 +37,18 @@ extension KC {
         var groupWritable = false
 
         @Option(name: .customLong("access"), help: ArgumentHelp(
-            "When the item can be read: when-unlocked (session keyring, the default), after-first-unlock (user keyring), always (persistent keyring).",
+            "When the item can be read: when-unlocked (session keyring), after-first-unlock (user keyring), always (persistent keyring). Default: an existing item's level, else when-unlocked.",
             valueName: "level"))
-        var level: Accessibility.Level = .whenUnlocked
+        var level: Accessibility.Level?
 
-        @Flag(help: "Mark the item as device-only: 'kc export' never writes it out, and the vault binds it to this machine.")
+        @Flag(help: "Mark the item as device-only: 'kc export' never writes it out, and the vault binds it to this machine. Without it (and without --access) an existing item keeps its flag.")
         var thisDeviceOnly = false
 
         @Flag(help: "Keep the item in the kernel only, even with a vault: it is gone at reboot (and a saved copy is removed).")
         var ephemeral = false
 
         @Option(help: ArgumentHelp(
-            "Let the kernel expire the item after this long: 90s, 15m, 2h, 7d, 1w, or a run such as 1h30m.",
+            "Let the kernel expire the item after this long: 90s, 15m, 2h, 7d, 1w, or a run such as 1h30m. Without it an existing item keeps its deadline (or none).",
             valueName: "duration"),
             transform: { text in
                 guard let duration = parseTimeout(text) else {
@@ -60,8 +66,7 @@ extension KC {
         }
 
         func run() throws {
-            try StoreRequest(service: item.serviceName, key: item.keyName,
-                             accessibility: Accessibility(level: level, thisDeviceOnly: thisDeviceOnly),
+            try StoreRequest(service: item.serviceName, key: item.keyName, level: level, thisDeviceOnly: thisDeviceOnly,
                              ephemeral: ephemeral, timeout: timeout, group: shared.group, owner: shared.owner,
                              groupWritable: groupWritable).run()
         }
@@ -72,7 +77,10 @@ extension KC {
 struct StoreRequest {
     var service: KeyName
     var key: KeyName
-    var accessibility: Accessibility
+    /// The level given with --access; nil keeps an existing item's.
+    var level: Accessibility.Level?
+    /// --this-device-only: without --access, at an existing item's level.
+    var thisDeviceOnly = false
     var ephemeral = false
     var timeout: Duration?
     var group: String?
@@ -81,17 +89,19 @@ struct StoreRequest {
 
     func run() throws {
         // Group and owner are checked before the value is asked for.
-        let keychain = try openKeychain(service, accessibility: accessibility, timeout: timeout,
-                                        group: group, owner: owner, groupWritable: groupWritable).ephemeral(ephemeral)
+        var keychain = try openKeychain(service, accessibility: level.map { Accessibility(level: $0, thisDeviceOnly: thisDeviceOnly) },
+                                        timeout: timeout, group: group, owner: owner, groupWritable: groupWritable).ephemeral(ephemeral)
+        if level == nil && thisDeviceOnly { keychain = keychain.thisDeviceOnly() }
         var value = try readValue()
         defer { value.overwriteWithZeros() }
         try keychain.set(value, forKey: key)
-        if accessibility.level == .always && !ephemeral, let vault = try? Vault.atDefaultLocation(), vault.exists, !HostKey.exists {
+        if level == .always && !ephemeral, let vault = try? Vault.atDefaultLocation(), vault.exists, !HostKey.exists {
             standardError("kc: note: without a host key (sudo kc vault host-init) always items come back after a reboot at your first 'kc unlock', not at boot")
         }
-        let service = self.service
+        let service = self.service, key = self.key
         let ownShared = { (try? Keychain(service: service).sharing()) != nil }
-        if keychain.accessGroup != nil && accessibility.level == .whenUnlocked && ownShared() {
+        let storedWhenUnlocked = { (try? keychain.item(key))?.accessibility?.level == .whenUnlocked }
+        if keychain.accessGroup != nil && storedWhenUnlocked() && ownShared() {
             standardError("kc: note: '\(service)' is shared from this login session's keyring (when-unlocked): the group loses it when the session ends; store it with --access after-first-unlock to keep it while you are logged in anywhere")
         }
     }

@@ -18,7 +18,7 @@ struct SharedServiceOptions: ParsableArguments {
 
     /// The keychain these options name for `service`.
     func keychain(
-        _ service: some KeyNameConvertible, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil, groupWritable: Bool = false
+        _ service: some KeyNameConvertible, accessibility: Accessibility? = nil, timeout: Duration? = nil, groupWritable: Bool = false
     ) throws(KeychainError) -> Keychain {
         try openKeychain(service, accessibility: accessibility, timeout: timeout, group: group, owner: owner, groupWritable: groupWritable)
     }
@@ -31,7 +31,7 @@ func sharedOptionsHint(group: String?, owner: String?) -> String {
 
 /// The keychain that `--group`/`--from` name for `service` (both nil: the caller's own).
 func openKeychain(
-    _ service: some KeyNameConvertible, accessibility: Accessibility = .whenUnlocked, timeout: Duration? = nil,
+    _ service: some KeyNameConvertible, accessibility: Accessibility? = nil, timeout: Duration? = nil,
     group: String?, owner: String?, groupWritable: Bool = false
 ) throws(KeychainError) -> Keychain {
     try Keychain(service: service, accessibility: accessibility, timeout: timeout,

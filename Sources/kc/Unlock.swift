@@ -20,6 +20,11 @@ extension KC {
             persistent keyring. Items the kernel holds already are left alone. Exits 2 on
             a wrong passphrase, having loaded nothing.
 
+            A file or folder of the vault that cannot be used (damaged, another user's,
+            open to other users) is named with what is wrong and the fix (for a folder
+            open to others: chmod 700 PATH); the rest still load, and kc exits 2. kc
+            never removes such a file or folder: it may hold saved items.
+
               kc unlock
               kc unlock --passphrase-fd 3 3< ~/.config/kc/passphrase
 
@@ -99,6 +104,7 @@ extension KC {
                 if report.expiredRemoved > 0 { line += "; \(report.expiredRemoved) expired and removed" }
                 if report.waiting > 0 { line += "; \(report.waiting) wait for their level" }
                 standardError(line)
+                for problem in report.skippedFolders { standardError("kc: not loaded, folder skipped: \(problem.what) \(problem.reason)") }
                 for problem in report.unreadable { standardError("kc: not loaded: \(problem.what) \(problem.reason)") }
                 for problem in report.failed { standardError("kc: not loaded: \(problem.what): \(problem.reason)") }
                 if !report.notLoadedForQuota.isEmpty {
@@ -150,6 +156,7 @@ private struct UnlockJSON: Encodable {
     var expiredRemoved: Int
     var waiting: Int
     var unreadable: [[String: String]]
+    var skippedFolders: [[String: String]]
     var failed: [[String: String]]
     var notLoadedForQuota: [String]
 
@@ -160,6 +167,7 @@ private struct UnlockJSON: Encodable {
         expiredRemoved = report.expiredRemoved
         waiting = report.waiting
         unreadable = report.unreadable.map { ["file": $0.what, "reason": $0.reason] }
+        skippedFolders = report.skippedFolders.map { ["folder": $0.what, "reason": $0.reason] }
         failed = report.failed.map { ["item": $0.what, "reason": $0.reason] }
         notLoadedForQuota = report.notLoadedForQuota
     }

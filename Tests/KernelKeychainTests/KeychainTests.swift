@@ -123,10 +123,18 @@ final class KeychainTests: KeyringTestCase {
         XCTAssertEqual(try keychain.allKeys(), [], "and is not listed")
     }
 
-    func testSettingWithoutTimeoutClearsAnEarlierOne() throws {
+    func testSettingWithoutTimeoutKeepsTheItemsDeadline() throws {
         let service = uniqueService()
         try Keychain(service: service, timeout: .seconds(1)).set("v1", forKey: "k")
         try Keychain(service: service).set("v2", forKey: "k")
+        Thread.sleep(forTimeInterval: 2.2)
+        XCTAssertNil(try Keychain(service: service).string(forKey: "k"), "the new value expired with the item")
+    }
+
+    func testSettingUntilNilClearsAnEarlierDeadline() throws {
+        let service = uniqueService()
+        try Keychain(service: service, timeout: .seconds(1)).set("v1", forKey: "k")
+        try Keychain(service: service).set(Array("v2".utf8), forKey: "k", until: nil)
         Thread.sleep(forTimeInterval: 2.2)
         XCTAssertEqual(try Keychain(service: service).string(forKey: "k"), "v2")
     }

@@ -116,7 +116,7 @@ final class VaultAccountTests: VaultTestCase {
             "$KC" get \(service) token; echo " get=$?"
             "$KC" ls -l \(service) | cut -f1,2
             """, vault: vault)
-        XCTAssertTrue(reloaded.output.hasPrefix("listed=\nkeyring="), "the keyring and its item were gone: \(reloaded)")
+        XCTAssertTrue(reloaded.output.hasPrefix("listed=token\nkeyring="), "kc ls brought the item back from the unlocked vault, as a read does: \(reloaded)")
         XCTAssertFalse(reloaded.output.contains("keyring=\(firstKeyring)"), "a new persistent keyring: \(reloaded)")
         XCTAssertTrue(reloaded.output.hasSuffix("always value get=0\ntoken\talways\n"), "kc get brought it back from the vault, at its level: \(reloaded)")
 

@@ -63,10 +63,10 @@ final class VaultDamageTests: VaultTestCase {
         let lines = unlockLines(result)
         XCTAssertEqual(lines.first, "kc: unlocked; loaded 2 when-unlocked", "\(result)")
         let reasons = [
-            "foreign": "is encrypted to another key, not this vault's; remove it or restore it from the vault it came from",
+            "foreign": "is encrypted to another key, not this vault's; restore it from the vault it came from, or move it out of the vault folder",
             "overwritten": "holds another item (\(service)/original, when-unlocked): it was renamed or moved on disk; not loaded",
-            "open-to-all": "refusing the vault: \(file("open-to-all")) has mode 644: other users may read or change it; run 'chmod 600 \(file("open-to-all"))' and check nothing was changed",
-            "linked": "refusing the vault: \(file("linked")) is a symbolic link; remove the link",
+            "open-to-all": "has mode 644: other users may read or change it; run 'chmod 600 \(file("open-to-all"))' and check nothing was changed",
+            "linked": "is a symbolic link; remove the link",
         ]
         for (name, reason) in reasons {
             XCTAssertTrue(lines.contains("kc: not loaded: \(file(name)) \(reason)"), "\(name) is reported by path: \(result.standardError)")
@@ -185,7 +185,7 @@ final class VaultDamageTests: VaultTestCase {
         XCTAssertEqual(try vault.set(service, "token", "old value").status, 0)
         XCTAssertEqual(try runCommand("/bin/chown", [account.name, vault.path]).status, 0)
         addCleanup { _ = try? runCommand("/bin/chown", ["root", vault.path]) }
-        let refusal = "kc: refusing the vault: \(vault.path) belongs to \(account.name), not to you; use your own vault (set XDG_DATA_HOME), or have its owner remove it\n"
+        let refusal = "kc: refusing the vault: \(vault.path) belongs to \(account.name), not to you; use your own vault (set XDG_DATA_HOME), or if it is yours take it back: sudo chown -R root: \(vault.path)\n"
 
         let set = try vault.set(service, "token", "new value")
         XCTAssertEqual(set.status, 2, "\(set)")

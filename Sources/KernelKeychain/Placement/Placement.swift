@@ -113,12 +113,14 @@ internal enum Placement {
     /// without another search), and `like` what the new key copies (group and
     /// permissions), if the caller knows it without a describe.
     ///
-    /// With `displacing`, an item without a deadline is displaced by a new key too.
+    /// With `displacing`, an item without a deadline is displaced by a new key too, as
+    /// is one whose new value is over a page: `keyctl_update` takes at most a page
+    /// (EINVAL beyond), where a `user` key holds up to 32767 bytes.
     static func replace(_ bytes: UnsafeRawBufferPointer, of located: LocatedItem, named key: KeyName, deadline: Deadline?,
                         displacing: Bool = false, record: DeadlineRecords.Record? = nil,
                         like: KeyDescription? = nil) throws(KeychainError) -> Bool {
         do throws(KeyctlError) {
-            if deadline == nil && !displacing {
+            if deadline == nil && !displacing && bytes.count <= Int(sysconf(Int32(_SC_PAGESIZE))) {
                 return try unlessGone { () throws(KeyctlError) in try located.item.update(payload: bytes) } != nil
             }
             var original = like

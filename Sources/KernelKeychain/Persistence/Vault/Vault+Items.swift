@@ -101,13 +101,17 @@ extension Vault {
                               deadline: located.shownDeadline, value: value))
     }
 
-    /// On a read that missed in the kernel: if the vault holds the item and is
-    /// unlocked, it is loaded again (the persistent keyring expired, or a new login
-    /// session) and true is returned; if the vault is locked, that is the error. Only a
-    /// miss pays for this: without a vault, a `stat` of HOME and an `lstat` of where the
-    /// vault would be.
+    /// On a read that missed in the kernel: if the vault holds the item at a level this
+    /// process may load (``levelsLoadedOnDemand()``) and is unlocked, it is loaded again
+    /// (the persistent keyring expired, or a new login session) and true is returned;
+    /// if the vault is locked, that is the error. Only a miss pays for this: without a
+    /// vault, a `stat` of HOME and an `lstat` of where the vault would be.
     internal static func reloadIfKept(_ name: KeyName, in service: KeyName) throws(KeychainError) -> Bool {
-        guard let vault = try forWriting(), !vault.levels(ofItem: name, in: service).isEmpty else { return false }
+        guard let vault = try forWriting() else { return false }
+        let kept = vault.levels(ofItem: name, in: service)
+        guard !kept.isEmpty else { return false }
+        let loadable = levelsLoadedOnDemand()
+        guard kept.contains(where: { loadable.contains($0.level) }) else { return false }
         guard try vault.reload(name, in: service) else {
             throw .vaultLocked(service: service.description, item: name.description)
         }

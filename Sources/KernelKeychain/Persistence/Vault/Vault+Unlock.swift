@@ -22,6 +22,9 @@ public struct VaultUnlockReport: Sendable {
     public var waiting = 0
     /// Files that could not be read or opened, by path, with the reason; the rest loaded.
     public var unreadable: [Problem] = []
+    /// Folders of the vault kc did not look in (another uid's, open to others, not a
+    /// folder), by path, with what is wrong and the fix: their items were not loaded.
+    public var skippedFolders: [Problem] = []
     /// Items the kernel refused to take because the key quota is full.
     public var notLoadedForQuota: [String] = []
     /// Items that failed to load for another reason.
@@ -37,7 +40,19 @@ public struct VaultUnlockReport: Sendable {
     }
 
     public var loadedCount: Int { loaded.values.reduce(0, +) }
-    public var isClean: Bool { unreadable.isEmpty && notLoadedForQuota.isEmpty && failed.isEmpty }
+    public var isClean: Bool { unreadable.isEmpty && skippedFolders.isEmpty && notLoadedForQuota.isEmpty && failed.isEmpty }
+}
+
+extension VaultUnlockReport.Problem {
+    /// A file or folder kc did not use, with why and the fix (a refusal's own words).
+    init(_ path: VaultPath, _ error: KeychainError) {
+        what = path.description
+        if case .vaultUnsafe(_, let problem, let fix) = error {
+            reason = "\(problem); \(fix)"
+        } else {
+            reason = error.description
+        }
+    }
 }
 
 extension Vault {
@@ -93,7 +108,8 @@ extension Vault {
             var dropped = 0
             var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
             for accessibility in Accessibility.allCases where levels.contains(accessibility.level) {
-                for (service, name) in files(at: accessibility) {
+                var skipped: [VaultUnlockReport.Problem] = []  // their items stay; unlock names them
+                for (service, name) in files(at: accessibility, skipped: &skipped) {
                     if try drop(name, in: service, levels: levels, identities: identities, shown: &shown) { dropped += 1 }
                 }
             }
@@ -167,12 +183,13 @@ extension Vault {
         return value.withUnsafeBytes { constantTimeEquals($0, record.value) }
     }
 
-    /// The services and names of the files at one level.
-    internal func files(at accessibility: Accessibility) -> [(service: KeyName, name: KeyName)] {
+    /// The services and names of the files at one level. A folder kc will not use (see
+    /// ``VaultDirectory/unusableFolder(_:)``) is named in `skipped`.
+    internal func files(at accessibility: Accessibility, skipped: inout [VaultUnlockReport.Problem]) -> [(service: KeyName, name: KeyName)] {
         let level = directory.levelFolder(accessibility)
         var found: [(service: KeyName, name: KeyName)] = []
-        for service in directory.entries(of: level) {
-            for name in directory.entries(of: level.appending(bytes: service)) {
+        for service in directory.entries(of: level, skipped: &skipped) {
+            for name in directory.entries(of: level.appending(bytes: service), skipped: &skipped) {
                 found.append((KeyName(bytes: service), KeyName(bytes: name)))
             }
         }
@@ -210,8 +227,9 @@ extension Vault {
             report.waitingForUnlock = boot
             var byItem: [ItemKey: [(Accessibility, VaultPath)]] = [:]
             var order: [ItemKey] = []
+            _ = directory.entries(of: directory.itemsFolder, skipped: &report.skippedFolders)
             for accessibility in Accessibility.allCases {
-                for (service, name) in files(at: accessibility) {
+                for (service, name) in files(at: accessibility, skipped: &report.skippedFolders) {
                     let key = ItemKey(service: service, name: name)
                     if byItem[key] == nil { order.append(key) }
                     byItem[key, default: []].append((accessibility, directory.itemFile(accessibility, service, name)))
@@ -224,7 +242,7 @@ extension Vault {
             }
             if let host = hostToAdd { try? directory.commit(directory.stage(Array((host.encoded + "\n").utf8)), to: directory.hostRecipientFile) }
             if !report.notLoadedForQuota.isEmpty { report.quota = KeyQuota.current() }
-            let problems = report.unreadable.map { "\($0.what): \($0.reason)" } + report.failed.map { "\($0.what): \($0.reason)" }
+            let problems = (report.skippedFolders + report.unreadable + report.failed).map { "\($0.what): \($0.reason)" }
                 + (report.notLoadedForQuota.isEmpty ? [] : ["\(report.notLoadedForQuota.count) items did not fit in the key quota"])
             // The boot load does not unlock the vault; it reports only what went wrong.
             if !boot || !problems.isEmpty {
@@ -234,35 +252,23 @@ extension Vault {
         }
     }
 
-    /// The levels a load in this process may bring back: `when-unlocked` items only in
-    /// a login session that unlocked (``LoginSession``).
-    internal static var levelsForThisSession: Set<Accessibility.Level> {
-        LoginSession.isMarked ? Vault.allLevels : Vault.allLevels.subtracting([.whenUnlocked])
-    }
-
-    /// Loads one item with the stashed identity (a read missed it in the kernel).
-    /// False if the vault is locked.
+    /// Loads one item with the stashed identity (a read missed it in the kernel), through
+    /// ``loadOnDemand(_:)``. False if the vault is locked.
     ///
     /// - Throws: ``KeychainError/vaultKeepsForLoginSessions(service:item:)`` for a
     ///   `when-unlocked` item outside a login session that unlocked.
     internal func reload(_ name: KeyName, in service: KeyName) throws(KeychainError) -> Bool {
-        guard let identity = VaultKeys.stashed(for: directory) else { return false }
-        let identities = Self.identities(for: identity)
-        try directory.withLock { () throws(KeychainError) in
-            let files = Accessibility.allCases.map { ($0, directory.itemFile($0, service, name)) }.filter { directory.isFile($0.1) }
-            var report = VaultUnlockReport()
-            var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
-            settle(ItemKey(service: service, name: name), files: files, identities: identities, levels: Vault.levelsForThisSession,
-                   addingHostKey: false, report: &report, shown: &shown)
-            if report.waiting > 0, report.loadedCount == 0, report.alreadyLoaded == 0 {
-                throw .vaultKeepsForLoginSessions(service: service.description, item: name.description)
-            }
-            if let problem = report.unreadable.first ?? report.failed.first {
-                throw .vaultCrypto(path: problem.what, problem.reason)
-            }
-            if !report.notLoadedForQuota.isEmpty {
-                throw .notEnoughQuota(what: "\(service)/\(name) from the vault", keys: 1, bytes: 0, usage: KeyQuota.current() ?? KeyQuota(uid: getuid(), keys: 0, maxKeys: 0, bytes: 0, maxBytes: 0))
-            }
+        guard let report = try loadOnDemand([(service, name)]) else { return false }
+        if let problem = report.unreadable.first ?? report.failed.first {
+            throw .vaultCrypto(path: problem.what, problem.reason)
+        }
+        if !report.notLoadedForQuota.isEmpty {
+            throw .notEnoughQuota(what: "\(service)/\(name) from the vault", keys: 1, bytes: 0, usage: KeyQuota.current() ?? KeyQuota(uid: getuid(), keys: 0, maxKeys: 0, bytes: 0, maxBytes: 0))
+        }
+        if report.loadedCount == 0, report.alreadyLoaded == 0, report.updatedFromKernel == 0,
+           levels(ofItem: name, in: service).contains(where: { $0.level == .whenUnlocked }),
+           !Self.levelsLoadedOnDemand().contains(.whenUnlocked) {
+            throw .vaultKeepsForLoginSessions(service: service.description, item: name.description)
         }
         return true
     }
@@ -271,7 +277,7 @@ extension Vault {
     /// at a level this load covers, it goes into the kernel (``load(_:report:shown:)``).
     /// `addingHostKey`: an `always` file is written again so the host key can open it.
     /// `shown`: the deadlines /proc/keys shows, read once for the whole load.
-    private func settle(_ key: ItemKey, files: [(Accessibility, VaultPath)], identities: [AgeX25519Identity],
+    internal func settle(_ key: ItemKey, files: [(Accessibility, VaultPath)], identities: [AgeX25519Identity],
                         levels: Set<Accessibility.Level>, addingHostKey: Bool, report: inout VaultUnlockReport,
                         shown: inout [KeySerial: ProcKeysEntry.Expiry]?) {
         guard var record = newestRecord(of: key, in: files, identities: identities, report: &report) else { return }
@@ -289,7 +295,7 @@ extension Vault {
         }
     }
 
-    private struct ItemKey: Hashable {
+    internal struct ItemKey: Hashable {
         var service: KeyName
         var name: KeyName
     }
@@ -332,7 +338,7 @@ extension Vault {
             guard let bytes = try directory.read(file, limit: 256 << 10) else { return nil }  // removed meanwhile
             sealed = bytes
         } catch {
-            report.unreadable.append(.init(what: file.description, reason: error.description))
+            report.unreadable.append(.init(file, error))
             return nil
         }
         var plain: [UInt8]
@@ -345,16 +351,16 @@ extension Vault {
             }
             let deviceOnly = file.description.contains("+this-device-only/")
             report.unreadable.append(.init(what: file.description, reason: deviceOnly
-                ? "is encrypted to another machine's device key (device-only items do not move with the vault); remove it if it is not wanted"
-                : "is encrypted to another key, not this vault's; remove it or restore it from the vault it came from"))
+                ? "is encrypted to another machine's device key (device-only items do not move with the vault); unlock on that machine, or move it out of the vault folder if it is not wanted here"
+                : "is encrypted to another key, not this vault's; restore it from the vault it came from, or move it out of the vault folder"))
             return nil
         } catch {
-            report.unreadable.append(.init(what: file.description, reason: "is damaged (\(error)); restore it from a backup, or remove it"))
+            report.unreadable.append(.init(what: file.description, reason: "is damaged (\(error)); restore it from a backup of the vault folder"))
             return nil
         }
         defer { plain.overwriteWithZeros() }
         guard let record = VaultRecord(decoding: plain) else {
-            report.unreadable.append(.init(what: file.description, reason: "opens but is not a kc vault item; remove it"))
+            report.unreadable.append(.init(what: file.description, reason: "opens but is not a kc vault item; move it out of the vault folder"))
             return nil
         }
         return record

@@ -166,8 +166,9 @@ public struct Vault: Sendable {
         var counts: [Accessibility: Int] = [:]
         for accessibility in Accessibility.allCases {
             let level = directory.levelFolder(accessibility)
-            counts[accessibility] = directory.entries(of: level).reduce(0) { total, service in
-                total + directory.entries(of: level.appending(bytes: service)).count
+            // What is there, in folders kc will not use too (unlock names those).
+            counts[accessibility] = directory.names(in: level).reduce(0) { total, service in
+                total + directory.names(in: level.appending(bytes: service)).count
             }
         }
         let factor = (try? readIdentityFile()).flatMap { try? Age.scryptWorkFactor(of: $0) }

@@ -123,19 +123,39 @@ internal struct VaultDirectory: Sendable {
         try check(info, of: root, isFolder: true)
     }
 
+    /// The fixes never remove anything inside the vault: a folder or file there holds
+    /// saved items, so the fix is to make it the owner's own again.
     private func check(_ info: stat, of path: VaultPath, isFolder: Bool) throws(KeychainError) {
+        let inside = path != root
         let kind = info.st_mode & S_IFMT
         guard kind == (isFolder ? S_IFDIR : S_IFREG) else {
-            throw .vaultUnsafe(path: path.description, problem: isFolder ? "is not a folder (a link or a file)" : "is not a regular file (a link?)", fix: "move it away and run 'kc vault init'")
+            throw .vaultUnsafe(path: path.description, problem: isFolder ? "is not a folder (a link or a file)" : "is not a regular file (a link?)",
+                               fix: inside ? "move it out of the vault folder (kc makes what it needs again)" : "move it away and run 'kc vault init'")
         }
         guard info.st_uid == owner else {
             let owner = Accounts.name(ofUser: info.st_uid) ?? String(info.st_uid)
-            throw .vaultUnsafe(path: path.description, problem: "belongs to \(owner), not to you", fix: "use your own vault (set XDG_DATA_HOME), or have its owner remove it")
+            let you = Accounts.name(ofUser: self.owner) ?? String(self.owner)
+            let takeBack = "sudo chown \(isFolder ? "-R " : "")\(you): \(path)"
+            throw .vaultUnsafe(path: path.description, problem: "belongs to \(owner), not to you",
+                               fix: inside ? "check what is in it (another user put it there or changed it), then take it back: \(takeBack)"
+                                           : "use your own vault (set XDG_DATA_HOME), or if it is yours take it back: \(takeBack)")
         }
         guard info.st_mode & 0o077 == 0 else {
             let mode = String(info.st_mode & 0o777, radix: 8)
             throw .vaultUnsafe(path: path.description, problem: "has mode \(mode): other users may read or change it",
                                fix: "run 'chmod \(isFolder ? "700" : "600") \(path)' and check nothing was changed")
+        }
+    }
+
+    /// Why kc will not use this folder of the vault (another uid's, open to others, not
+    /// a folder), as the error a write there throws; nil if it may, or if there is none.
+    func unusableFolder(_ folder: VaultPath) -> KeychainError? {
+        do throws(KeychainError) {
+            guard let info = try status(of: folder) else { return nil }
+            try check(info, of: folder, isFolder: true)
+            return nil
+        } catch {
+            return error
         }
     }
 
@@ -170,7 +190,7 @@ internal struct VaultDirectory: Sendable {
         }
         try check(info, of: path, isFolder: false)
         guard info.st_size <= limit else {
-            throw .vaultUnsafe(path: path.description, problem: "is \(info.st_size) bytes, more than a vault file can be", fix: "remove it")
+            throw .vaultUnsafe(path: path.description, problem: "is \(info.st_size) bytes, more than a vault file can be", fix: "move it out of the vault folder")
         }
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
         var filled = 0
@@ -184,16 +204,33 @@ internal struct VaultDirectory: Sendable {
             if count == 0 { break }
             filled += count
             guard filled <= limit else {
-                throw .vaultUnsafe(path: path.description, problem: "grew past \(limit) bytes while being read", fix: "remove it")
+                throw .vaultUnsafe(path: path.description, problem: "grew past \(limit) bytes while being read", fix: "move it out of the vault folder")
             }
         }
         bytes.removeLast(bytes.count - filled)
         return bytes
     }
 
-    /// The names in a folder, without `.` and `..`; empty if there is no such folder.
+    /// The names in a folder kc may use (``isOwnFolder(_:)``), without `.` and `..`;
+    /// empty if there is no such folder.
     func entries(of folder: VaultPath) -> [[UInt8]] {
-        guard isOwnFolder(folder), let stream = try? folder.withCString({ opendir($0) }) else { return [] }
+        guard isOwnFolder(folder) else { return [] }
+        return names(in: folder)
+    }
+
+    /// ``entries(of:)``, where a folder kc will not use is reported in `skipped` (its
+    /// path, what is wrong and the fix) rather than passed over in silence.
+    func entries(of folder: VaultPath, skipped: inout [VaultUnlockReport.Problem]) -> [[UInt8]] {
+        if let problem = unusableFolder(folder) {
+            skipped.append(VaultUnlockReport.Problem(folder, problem))
+            return []
+        }
+        return entries(of: folder)
+    }
+
+    /// The names in any folder that can be read, kc's to use or not: what is there.
+    func names(in folder: VaultPath) -> [[UInt8]] {
+        guard let stream = try? folder.withCString({ opendir($0) }) else { return [] }
         defer { closedir(stream) }
         var names: [[UInt8]] = []
         while let entry = readdir(stream) {
@@ -335,10 +372,7 @@ internal struct VaultDirectory: Sendable {
             // Inside the vault every folder must be the owner's own, not a link a
             // careless chmod let someone plant (kc would write through it, or empty it).
             let inside = folder.bytes.count > root.bytes.count && folder.bytes.starts(with: root.bytes)
-            if inside && !isOwnFolder(folder) {
-                throw .vaultUnsafe(path: folder.description, problem: "is not a folder of yours with mode 0700 (a link, or open to others)",
-                                   fix: "remove it (kc makes it again) and check the vault folder")
-            }
+            if inside, let problem = unusableFolder(folder) { throw problem }
             return
         }
         throw .vaultIOFailed(path: folder.description, action: "create", reason: Errno(rawValue: errno).description)

@@ -145,10 +145,18 @@ final class VaultEveryDoorTests: VaultTestCase {
         XCTAssertFalse(traced.output.contains("\(vault.path)/lock\""), "nor the vault's lock taken")
     }
 
-    func testANewLoginSessionListsItsWhenUnlockedItems() throws {
+    func testAListingLoadsWhenUnlockedItemsOnlyInALoginSessionThatUnlocked() throws {
         let (vault, service) = try unlockedVaultWhoseItemsTheKernelLost()
-        let listed = try vault.bash("keyctl session - '\(builtKC)' ls '\(service)' 2>/dev/null")
-        XCTAssertEqual(lines(listed), names, "\(listed)")
+        let outside = try vault.bash("keyctl session - '\(builtKC)' ls '\(service)' 2>/dev/null")
+        XCTAssertEqual(lines(outside), ["afu", "al"], "a new session that did not unlock: \(outside)")
+        // A session that unlocked, whose when-unlocked item is gone from the kernel since.
+        let script = """
+            printf %s "$1" | "$2" unlock >/dev/null 2>&1
+            keyctl invalidate "$(keyctl search @s user wu)"
+            "$2" ls "$3"
+            """
+        let unlocked = try vault.bash("keyctl session - bash -c '\(script)' _ '\(VaultFixture.passphrase)' '\(builtKC)' '\(service)' 2>/dev/null")
+        XCTAssertEqual(lines(unlocked), names, "\(unlocked)")
     }
 
     func testAProcessWithoutALoginSessionDoesNotGetWhenUnlockedItems() throws {

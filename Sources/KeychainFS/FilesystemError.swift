@@ -15,9 +15,10 @@ public struct FilesystemError: Error, Hashable, Sendable {
 extension Errno {
     /// The errno the mount answers for a failure of ``KeychainFilesystem``: a
     /// ``FilesystemError``'s own, or for a `KeychainError` EFBIG for a value over 32767
-    /// bytes, EDQUOT for the key quota, EINVAL for an empty value, EACCES for the
-    /// kernel's refusals, ENAMETOOLONG for long names. Anything else (nothing else is
-    /// thrown) is EIO, as a request that cannot be answered otherwise gets.
+    /// bytes, EDQUOT for the key quota, ENOSPC for a vault whose disk is full, EINVAL for
+    /// an empty value, EACCES for the kernel's refusals, ENAMETOOLONG for long names.
+    /// Anything else (nothing else is thrown) is EIO, as a request that cannot be
+    /// answered otherwise gets.
     ///
     /// The one place a keychain error becomes an errno.
     public init(reporting failure: any Error) {
@@ -65,6 +66,8 @@ extension Errno {
             .fileExists
         case .wrongPassphrase, .weakPassphrase, .invalidWorkFactor:
             .invalidArgument
+        case .vaultFull:
+            .noSpace
         case .vaultIOFailed, .vaultNotSaved, .vaultCrypto:
             .ioError
         }

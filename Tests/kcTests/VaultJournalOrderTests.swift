@@ -67,15 +67,20 @@ final class VaultJournalOrderTests: VaultTestCase {
         try afterReboot(service)
     }
 
-    /// open, write and close of `path` through the mount: close's errno (open and write
-    /// must succeed: the value is stored when the file is closed).
-    private func closeError(saving value: String, to path: String, flags: Int32) -> (failed: Bool, how: String) {
+    /// open, write and close of `path` through the mount on the full disk: the writer is
+    /// told at write(2) with ENOSPC (a shell ignores what close says), or at open for a
+    /// new file, and its close fails too.
+    private func refusedSave(of value: String, to path: String, flags: Int32) -> (failed: Bool, how: String) {
         let (fd, opened) = FileOps.open(path, flags)
-        XCTAssertEqual(errnoName(opened), errnoName(0), "open")
-        guard fd >= 0 else { return (true, "open gave \(errnoName(opened))") }
-        XCTAssertEqual(errnoName(FileOps.write(fd, value)), errnoName(0), "the write is kept until close")
+        guard fd >= 0 else {
+            XCTAssertEqual(errnoName(opened), errnoName(ENOSPC), "open is refused only as a new file on a full disk")
+            return (true, "open gave \(errnoName(opened))")
+        }
+        let written = FileOps.write(fd, value)
         let closed = FileOps.close(fd)
-        return (closed != 0, "close gave \(errnoName(closed))")
+        XCTAssertEqual(errnoName(written), errnoName(ENOSPC), "the write itself is refused")
+        XCTAssertNotEqual(closed, 0, "and so is the close")
+        return (written != 0 && closed != 0, "write gave \(errnoName(written)), close gave \(errnoName(closed))")
     }
 
     /// `setfattr -n NAME -v VALUE` of the item `token` through the mount.
@@ -84,10 +89,10 @@ final class VaultJournalOrderTests: VaultTestCase {
         return (change.status != 0, "\(change)")
     }
 
-    func testASaveThroughTheMountOnAFullDiskFailsAtCloseAndTheKernelKeepsTheOldValue() throws {
+    func testASaveThroughTheMountOnAFullDiskFailsAtTheWriteAndTheKernelKeepsTheOldValue() throws {
         var kernel: String?
         try refusedOnAFullDisk({ mount, service in
-            closeError(saving: newValue, to: mount.file(service, "token"), flags: O_WRONLY | O_TRUNC)
+            refusedSave(of: newValue, to: mount.file(service, "token"), flags: O_WRONLY | O_TRUNC)
         }, inKernel: { _, service, how in
             kernel = try value(service)
             XCTAssertEqual(kernel, oldValue, "a save the vault cannot hold is not made in the kernel either (\(how))")
@@ -98,9 +103,9 @@ final class VaultJournalOrderTests: VaultTestCase {
         })
     }
 
-    func testANewFileSavedThroughTheMountOnAFullDiskFailsAtCloseAndIsNowhere() throws {
+    func testANewFileSavedThroughTheMountOnAFullDiskIsRefusedAndIsNowhere() throws {
         try refusedOnAFullDisk({ mount, service in
-            closeError(saving: "never stored", to: mount.file(service, "new-item"), flags: O_WRONLY | O_CREAT | O_TRUNC)
+            refusedSave(of: "never stored", to: mount.file(service, "new-item"), flags: O_WRONLY | O_CREAT | O_TRUNC)
         }, inKernel: { mount, service, how in
             XCTAssertNil(try Keychain(service: service).data(forKey: "new-item"), "a new item the vault cannot hold is not made in the kernel either (\(how))")
             XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mount.file(service)), ["token"],

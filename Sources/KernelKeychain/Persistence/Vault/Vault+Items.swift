@@ -14,6 +14,13 @@ extension Vault {
         return vault
     }
 
+    /// Refuses now (``KeychainError/vaultFull(path:reason:)``) if the disk clearly has no
+    /// room for the file of an item of `size` bytes: its encryption and names add at
+    /// most about a KiB.
+    internal func checkRoom(forItemOf size: Int) throws(KeychainError) {
+        try directory.checkRoom(forFileOf: size + 1024)
+    }
+
     /// Encrypts the record and writes it to a new file in `tmp/`, flushed to disk.
     internal func stage(_ record: VaultRecord) throws(KeychainError) -> VaultDirectory.StagedFile {
         let recipients = try recipients(for: record.accessibility)

@@ -233,9 +233,7 @@ internal struct VaultDirectory: Sendable {
         let name = "new-" + String(generator.next() as UInt64, radix: 36) + String(generator.next() as UInt64, radix: 36)
         let path = temporaryFolder.appending(name)
         let fd = try path.withCString { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600) }
-        guard fd >= 0 else {
-            throw .vaultIOFailed(path: path.description, action: "create", reason: Errno(rawValue: errno).description)
-        }
+        guard fd >= 0 else { throw failure(Errno(rawValue: errno), action: "create", path) }
         var failure: Errno? = nil
         bytes.withUnsafeBytes { raw in
             var offset = 0
@@ -253,9 +251,37 @@ internal struct VaultDirectory: Sendable {
         if close(fd) != 0, failure == nil, errno != EINTR { failure = Errno(rawValue: errno) }
         if let failure {
             remove(path)
-            throw .vaultIOFailed(path: path.description, action: "write", reason: failure.description)
+            throw self.failure(failure, action: "write", path)
         }
         return StagedFile(path: path)
+    }
+
+    /// A file or folder of the vault could not be made or written: a disk with no room
+    /// left is said so (``KeychainError/vaultFull(path:reason:)``, ENOSPC through the
+    /// mount), anything else is an I/O failure of that path.
+    private func failure(_ errno: Errno, action: String, _ path: VaultPath) -> KeychainError {
+        if errno == .noSpace || errno == .diskQuotaExceeded { return .vaultFull(path: root.description, reason: errno.description) }
+        return .vaultIOFailed(path: path.description, action: action, reason: errno.description)
+    }
+
+    /// Refuses now (``KeychainError/vaultFull(path:reason:)``) when the vault's disk
+    /// clearly has no room for a new file of about `size` bytes: no inode left, or fewer
+    /// free blocks than the file needs and one more (its folder may be new). A writer that
+    /// learns the size before it stores (the mount, at each write(2)) asks, so it is told
+    /// at the write and not only when the file is staged. Where statvfs cannot tell,
+    /// staging still fails on a full disk, before the kernel changes.
+    func checkRoom(forFileOf size: Int) throws(KeychainError) {
+        var info = statvfs()
+        guard (try root.withCString { statvfs($0, &info) }) == 0 else { return }
+        if info.f_files > 0 && info.f_favail == 0 {
+            throw .vaultFull(path: root.description, reason: "no inode left")
+        }
+        let block = max(Int(info.f_frsize), 1)
+        let needed = (size + block - 1) / block * block + block
+        let free = Int(clamping: info.f_bavail).multipliedReportingOverflow(by: block)
+        if !free.overflow && free.partialValue < needed {
+            throw .vaultFull(path: root.description, reason: "\(free.partialValue) bytes free, a file of \(size) bytes needs \(needed)")
+        }
     }
 
     /// That the commit's rename to `target` can be made: its folder exists and can be
@@ -341,7 +367,7 @@ internal struct VaultDirectory: Sendable {
             }
             return
         }
-        throw .vaultIOFailed(path: folder.description, action: "create", reason: Errno(rawValue: errno).description)
+        throw failure(Errno(rawValue: errno), action: "create", folder)
     }
 
     private func syncFolder(_ folder: VaultPath) {

@@ -88,6 +88,9 @@ extension KC {
                 standardError(line)
                 for problem in report.unreadable { standardError("kc: not loaded: \(problem.what) \(problem.reason)") }
                 for problem in report.failed { standardError("kc: not loaded: \(problem.what): \(problem.reason)") }
+                for problem in report.notSavedAgain {
+                    standardError("kc: loaded, but not saved again: \(problem.what): the kernel holds a newer value than its vault file, which could not be written (\(problem.reason)); run 'kc unlock' again once that is fixed")
+                }
                 if !report.notLoadedForQuota.isEmpty {
                     let raise = (report.quota ?? KeyQuota(uid: getuid(), keys: 0, maxKeys: 200, bytes: 0, maxBytes: 20000)).raiseCommand()
                     standardError("kc: not loaded, the key quota is full: \(report.notLoadedForQuota.joined(separator: ", ")); remove unused items, or raise the limits: \(raise), then run 'kc unlock' again")
@@ -129,6 +132,7 @@ private struct UnlockJSON: Encodable {
     var waiting: Int
     var unreadable: [[String: String]]
     var failed: [[String: String]]
+    var notSavedAgain: [[String: String]]
     var notLoadedForQuota: [String]
 
     init(_ report: VaultUnlockReport) {
@@ -139,6 +143,7 @@ private struct UnlockJSON: Encodable {
         waiting = report.waiting
         unreadable = report.unreadable.map { ["file": $0.what, "reason": $0.reason] }
         failed = report.failed.map { ["item": $0.what, "reason": $0.reason] }
+        notSavedAgain = report.notSavedAgain.map { ["item": $0.what, "reason": $0.reason] }
         notLoadedForQuota = report.notLoadedForQuota
     }
 }

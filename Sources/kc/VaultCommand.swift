@@ -174,6 +174,7 @@ extension KC.VaultCommand {
                 let loaded = report.loaded[.always] ?? 0
                 print("kc: \(user): loaded \(loaded) always items, \(report.alreadyLoaded) already loaded, \(report.waiting) wait for an unlock")
                 for problem in report.unreadable + report.failed { standardError("kc: \(user): not loaded: \(problem.what): \(problem.reason)") }
+                for problem in report.notSavedAgain { standardError("kc: \(user): loaded, but not saved again: \(problem.what): \(problem.reason)") }
                 if !report.isClean { throw ExitStatus.failure }
                 return
             }

@@ -174,4 +174,39 @@ final class VaultFullDiskTests: VaultTestCase {
         XCTAssertEqual(try rebootAndUnlock(vault)?.unreadableFiles, [])
         XCTAssertEqual(try Keychain(service: service).string(forKey: "token"), "new value")
     }
+
+    /// The kernel holds a newer value than the item's file (a write killed after its
+    /// kernel change) and the disk is full, so `kc unlock` cannot write the file again:
+    /// the item is loaded (the kernel keeps its value), and unlock says exactly that,
+    /// not that it was not loaded.
+    func testAnUnlockThatCannotSaveTheKernelsNewerValueSaysItIsLoadedButNotSaved() throws {
+        let vault = try makeVault(create: false)
+        try mountTmpfs(on: vault, options: "size=256k")
+        try vault.create()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", oldValue).status, 0)
+        try Keychain(service: service).set("newer value", forKey: "token")  // this process has no vault: the kernel only
+        vault.dropStash()
+        let fill = try fillDisk(of: vault)
+        XCTAssertTrue(fill.output.contains(" 100% "), "the tmpfs is full: \(fill)")
+
+        let text = try vault.kc(["unlock"], input: Array((VaultFixture.passphrase + "\n").utf8))
+        XCTAssertEqual(text.status, 2, "\(text)")
+        XCTAssertFalse(text.standardError.contains("not loaded"), "\(text.standardError)")
+        XCTAssertTrue(text.standardError.split(separator: "\n").contains {
+            $0.hasPrefix("kc: loaded, but not saved again: \(service)/token: the kernel holds a newer value than its vault file, which could not be written (")
+        }, "\(text.standardError)")
+        let (result, report) = try vault.unlock()
+        XCTAssertEqual(result.status, 2, "\(result)")
+        XCTAssertEqual(report?.failed.count, 0, "the item is not reported as failed to load: \(result)")
+        XCTAssertEqual(report?.notSavedAgain?.map { $0["item"] }, ["\(service)/token"], "\(result)")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "token"), "newer value", "the kernel keeps its newer value")
+
+        XCTAssertEqual(try runShell("rm -f '\(vault.dataHome)'/fill*").status, 0)
+        let again = try vault.unlock()
+        XCTAssertEqual(again.result.status, 0, "\(again.result)")
+        XCTAssertEqual(again.report?.updatedFromKernel, 1, "with room, unlock saves the kernel's value")
+        XCTAssertEqual(try rebootAndUnlock(vault)?.unreadableFiles, [])
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "token"), "newer value")
+    }
 }

@@ -26,6 +26,10 @@ public struct VaultUnlockReport: Sendable {
     public var notLoadedForQuota: [String] = []
     /// Items that failed to load for another reason.
     public var failed: [Problem] = []
+    /// Items the kernel holds with a newer value than their file (a write interrupted
+    /// after its kernel change) whose file could not be written again from it (a full
+    /// disk): they are loaded, the kernel's value stays, but the vault still holds the old.
+    public var notSavedAgain: [Problem] = []
     /// At boot: files the host key cannot open wait for the user's unlock.
     internal var waitingForUnlock = false
     /// The uid's key quota after the unlock, when something did not fit.
@@ -37,7 +41,7 @@ public struct VaultUnlockReport: Sendable {
     }
 
     public var loadedCount: Int { loaded.values.reduce(0, +) }
-    public var isClean: Bool { unreadable.isEmpty && notLoadedForQuota.isEmpty && failed.isEmpty }
+    public var isClean: Bool { unreadable.isEmpty && notLoadedForQuota.isEmpty && failed.isEmpty && notSavedAgain.isEmpty }
 }
 
 extension Vault {
@@ -218,6 +222,7 @@ extension Vault {
             if let host = hostToAdd { try? directory.commit(directory.stage(Array((host.encoded + "\n").utf8)), to: directory.hostRecipientFile) }
             if !report.notLoadedForQuota.isEmpty { report.quota = KeyQuota.current() }
             let problems = report.unreadable.map { "\($0.what): \($0.reason)" } + report.failed.map { "\($0.what): \($0.reason)" }
+                + report.notSavedAgain.map { "\($0.what) (loaded; its newer value not saved): \($0.reason)" }
                 + (report.notLoadedForQuota.isEmpty ? [] : ["\(report.notLoadedForQuota.count) items did not fit in the key quota"])
             // The boot load does not unlock the vault; it reports only what went wrong.
             if !boot || !problems.isEmpty {
@@ -357,8 +362,13 @@ extension Vault {
                    deadline?.secondsSinceEpoch == record.deadline?.secondsSinceEpoch {
                     report.alreadyLoaded += 1
                 } else {
-                    try saveFromKernel(record.name, in: record.service)
-                    report.updatedFromKernel += 1
+                    do {
+                        try saveFromKernel(record.name, in: record.service)
+                        report.updatedFromKernel += 1
+                    } catch {
+                        // It is loaded: the kernel holds it, only its file is behind.
+                        report.notSavedAgain.append(.init(what: what, reason: error.description))
+                    }
                 }
                 return
             }

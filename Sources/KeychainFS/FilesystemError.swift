@@ -68,7 +68,7 @@ extension Errno {
             .invalidArgument
         case .vaultFull:
             .noSpace
-        case .vaultIOFailed, .vaultNotSaved, .vaultCrypto:
+        case .vaultIOFailed, .vaultMissing, .vaultNotSaved, .vaultCrypto:
             .ioError
         }
     }

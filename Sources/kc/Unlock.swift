@@ -117,7 +117,12 @@ extension KC {
         var levels: [Accessibility.Level] = []
 
         func run() throws {
-            let (dropped, wasUnlocked) = try Vault.atDefaultLocation().lock(levels: Swift.Set(levels + [.whenUnlocked]))
+            let vault = try Vault.atDefaultLocation()
+            let (dropped, wasUnlocked) = try vault.lock(levels: Swift.Set(levels + [.whenUnlocked]))
+            guard vault.exists else {
+                standardError("kc: locked the vault at \(vault.path), whose folder is gone: nothing was dropped; items you store from now on are kept in the kernel only, until you put the folder back and run 'kc unlock'")
+                return
+            }
             standardError("kc: locked\(wasUnlocked ? "" : " (it was not unlocked)"); dropped \(dropped) items from the kernel")
         }
     }

@@ -84,6 +84,9 @@ extension KC.VaultCommand {
                 print("host key:  \(status.hasHostKey ? "yes: always items load at boot" : "no: always items load at your first unlock (see 'kc vault host-init')")")
                 print("unlocked:  \(status.lastUnlock.map(formatTime) ?? "never")")
                 print("error:     \(status.lastError ?? "none")")
+            } else if status.isUnlocked {
+                print("vault:     \(status.path)")
+                print("state:     unlocked, but the folder is gone: writes are refused until you put it back (or run 'kc lock' to store without it)")
             } else {
                 print("vault:     \(status.path)")
                 print("state:     none (items are kept in the kernel only; create one with 'kc vault init')")

@@ -84,8 +84,13 @@ extension Vault {
     /// Nothing the kernel holds is lost: an item whose file does not hold the kernel's
     /// value and level (a write killed between its kernel change and its commit) is
     /// saved from the kernel first.
+    ///
+    /// A vault unlocked for a folder that is gone (writes refuse then: see
+    /// ``KeychainError/vaultMissing(path:problem:)``) is only forgotten: nothing is
+    /// dropped, and writes from then on are kept in the kernel only, as without a vault.
     @discardableResult
     public func lock(levels: Set<Accessibility.Level> = [.whenUnlocked]) throws(KeychainError) -> (dropped: Int, wasUnlocked: Bool) {
+        if !exists, VaultKeys.removeStash(for: directory) { return (0, true) }
         try requireExisting()
         return try directory.withLock { () throws(KeychainError) in
             let identities = VaultKeys.stashed(for: directory).map(Self.identities(for:))

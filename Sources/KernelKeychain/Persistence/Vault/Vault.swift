@@ -61,6 +61,7 @@ public struct Vault: Sendable {
         if directory.exists || directory.isFile(directory.identityFile) || !directory.entries(of: directory.itemsFolder).isEmpty {
             throw .vaultAlreadyExists(path: vault.path)
         }
+        try directory.checkFoldersAbove()  // before anything is made there (where they exist yet)
         try directory.makeFolder(directory.root)
         // A folder that was there already (made by hand, or another program) must be safe too.
         try directory.checkOwnership()
@@ -117,7 +118,8 @@ public struct Vault: Sendable {
 
     public func status() throws(KeychainError) -> Status {
         guard exists else {
-            return Status(path: path, exists: false, isUnlocked: false, itemCounts: [:], workFactor: nil,
+            // Unlocked for a folder that is gone: writes are refused until it is back.
+            return Status(path: path, exists: false, isUnlocked: isUnlocked, itemCounts: [:], workFactor: nil,
                           hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: nil, lastError: nil)
         }
         try directory.checkOwnership()

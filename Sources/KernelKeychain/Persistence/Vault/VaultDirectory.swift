@@ -117,10 +117,52 @@ internal struct VaultDirectory: Sendable {
 
     /// Refuses a vault folder that is not a real folder of the caller's with mode 0700:
     /// another user could read names, replace files, or plant items.
+    /// The folders above it are checked too (``checkFoldersAbove()``).
     func checkOwnership() throws(KeychainError) {
         let info = try status(of: root)
         guard let info else { throw .vaultNotInitialized(path: root.description) }
         try check(info, of: root, isFolder: true)
+        try checkFoldersAbove()
+    }
+
+    /// Refuses a vault under a folder that someone else could change, as OpenSSH's
+    /// StrictModes does: whoever can write in a folder on the way can move the vault
+    /// away and put one of theirs in its place (kc would then save new items to their
+    /// key, and load their items). Each folder above the vault, links resolved, must be
+    /// root's or the owner's and not writable by group or others, except a sticky
+    /// folder such as /tmp, where nobody can move another's entries: there the next
+    /// folder must be the owner's own.
+    func checkFoldersAbove() throws(KeychainError) {
+        guard let resolved = try root.parent.withCString({ realpath($0, nil) }) else { return }  // no parent: no vault either
+        let real = VaultPath(bytes: cStringBytes(resolved))
+        free(resolved)
+        var folder = VaultPath("/")
+        var components = real.bytes.split(separator: UInt8(ascii: "/")).map(Array.init)[...]
+        var stickyAbove: VaultPath? = nil
+        while true {
+            guard let info = try folder.withCString({ path -> stat? in
+                var info = stat()
+                return stat(path, &info) == 0 ? info : nil
+            }) else { return }  // moved meanwhile: the vault's own checks report it
+            let whose = Accounts.name(ofUser: info.st_uid) ?? String(info.st_uid)
+            if let sticky = stickyAbove, info.st_uid != owner {
+                throw .vaultUnsafe(path: folder.description, problem: "(above the vault) is in the shared folder \(sticky) but belongs to \(whose), not to you",
+                                   fix: "keep the vault under a folder of your own there (set XDG_DATA_HOME)")
+            }
+            guard info.st_uid == 0 || info.st_uid == owner else {
+                throw .vaultUnsafe(path: folder.description, problem: "(above the vault) belongs to \(whose), who could move the vault away and put another in its place",
+                                   fix: "keep the vault under folders of yours (set XDG_DATA_HOME)")
+            }
+            let openToOthers = info.st_mode & 0o022 != 0
+            if openToOthers && info.st_mode & S_ISVTX == 0 {
+                let mode = String(info.st_mode & 0o7777, radix: 8)
+                throw .vaultUnsafe(path: folder.description, problem: "(above the vault) has mode \(mode): group or others can write in it, and so move the vault away and put another in its place",
+                                   fix: "run 'chmod go-w \(folder)', or keep the vault elsewhere (set XDG_DATA_HOME)")
+            }
+            stickyAbove = openToOthers ? folder : nil
+            guard let next = components.popFirst() else { return }
+            folder = folder.bytes == [UInt8(ascii: "/")] ? VaultPath(bytes: [UInt8(ascii: "/")] + next) : folder.appending(bytes: next)
+        }
     }
 
     private func check(_ info: stat, of path: VaultPath, isFolder: Bool) throws(KeychainError) {

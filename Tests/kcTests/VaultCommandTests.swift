@@ -199,4 +199,29 @@ final class VaultCommandTests: VaultTestCase {
         XCTAssertEqual(try vault.unlock().result.status, 0)
         XCTAssertEqual(try vault.get(service, "kept").output, "first vault's")
     }
+
+    /// `kc lock` invalidates the keys it drops: a serial read before the lock reads
+    /// nothing after it, even where another link to the key was made (`keyctl link`), as
+    /// an unlink from the service's keyring alone would leave it.
+    func testKcLockInvalidatesTheKeysItDropsSoTheirSerialsReadNothing() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", "dropped secret").status, 0)
+        XCTAssertEqual(try vault.set(service, "other", "dropped too").status, 0)
+        let serials = try listedItems(service).map { String($0.serial) }
+        XCTAssertEqual(serials.count, 2)
+        XCTAssertEqual(try keyctl("link", serials[0], "@s").status, 0, "a second link to one of them")
+        addCleanup { _ = try? keyctl("unlink", serials[0], "@s") }
+        for serial in serials { XCTAssertEqual(try keyctl("print", serial).status, 0, "readable by serial before the lock") }
+
+        let lock = try vault.lock()
+        XCTAssertEqual(lock.standardError, "kc: locked; dropped 2 items from the kernel\n")
+        for serial in serials {
+            let print = try keyctl("print", serial)
+            XCTAssertNotEqual(print.status, 0, "keyctl print \(serial) after kc lock: \(print)")
+            XCTAssertFalse(print.output.contains("dropped"), "the dropped value is not readable by its serial: \(print)")
+        }
+        XCTAssertEqual(try vault.unlock().result.status, 0)
+        XCTAssertEqual(try vault.get(service, "token").output, "dropped secret", "kc unlock brings it back")
+    }
 }

@@ -83,7 +83,8 @@ extension Vault {
     ///
     /// Nothing the kernel holds is lost: an item whose file does not hold the kernel's
     /// value and level (a write killed between its kernel change and its commit) is
-    /// saved from the kernel first.
+    /// saved from the kernel first. A dropped key is invalidated, so its serial reads
+    /// nothing afterwards.
     ///
     /// A vault unlocked for a folder that is gone (writes refuse then: see
     /// ``KeychainError/vaultMissing(path:problem:)``) is only forgotten: nothing is
@@ -123,7 +124,7 @@ extension Vault {
             try write(VaultRecord(service: service, name: name, accessibility: level, deadline: deadline, value: value))
         }
         guard levels.contains(level.level) else { return false }
-        return try own.remove(located)
+        return try own.drop(located)
     }
 
     /// Whether the item's file at `level` opens to exactly `value` and `deadline`.

@@ -64,7 +64,7 @@ extension KC.VaultCommand {
     struct Status: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show the vault: locked or not, items per level, where it is.",
-            discussion: "Exits 1 if there is no vault. --json: {\"path\", \"exists\", \"unlocked\", \"items\": {level: count}, \"workFactor\", \"hostKey\", \"lastUnlock\", \"lastError\"}."
+            discussion: "Exits 1 if there is no vault. --json: {\"path\", \"exists\", \"unlocked\", \"items\": {level: count}, \"workFactor\", \"hostKey\", \"lastUnlock\", \"lastError\", \"lastErrorTime\"} (times in seconds since the epoch)."
         )
 
         @Flag(help: "Print JSON.")
@@ -83,7 +83,7 @@ extension KC.VaultCommand {
                 print("work:      scrypt 2^\(status.workFactor.map(String.init) ?? "?")")
                 print("host key:  \(status.hasHostKey ? "yes: always items load at boot" : "no: always items load at your first unlock (see 'kc vault host-init')")")
                 print("unlocked:  \(status.lastUnlock.map(formatTime) ?? "never")")
-                print("error:     \(status.lastError ?? "none")")
+                print("error:     \(status.lastError.map { "\(status.lastErrorTime.map(formatTime) ?? "?") \($0)" } ?? "none")")
             } else if status.isUnlocked {
                 print("vault:     \(status.path)")
                 print("state:     unlocked, but the folder is gone: writes are refused until you put it back (or run 'kc lock' to store without it)")
@@ -212,6 +212,7 @@ private struct StatusJSON: Encodable {
     var hostKey: Bool
     var lastUnlock: Int64?
     var lastError: String?
+    var lastErrorTime: Int64?
 
     init(_ status: Vault.Status) {
         path = status.path
@@ -222,5 +223,6 @@ private struct StatusJSON: Encodable {
         hostKey = status.hasHostKey
         lastUnlock = status.lastUnlock
         lastError = status.lastError
+        lastErrorTime = status.lastErrorTime
     }
 }

@@ -245,6 +245,7 @@ public final class VaultFixture {
         public var hostKey: Bool
         public var lastUnlock: Int64?
         public var lastError: String?
+        public var lastErrorTime: Int64?
     }
 }
 

@@ -224,4 +224,23 @@ final class VaultCommandTests: VaultTestCase {
         XCTAssertEqual(try vault.unlock().result.status, 0)
         XCTAssertEqual(try vault.get(service, "token").output, "dropped secret", "kc unlock brings it back")
     }
+
+    func testVaultStatusShowsWhenTheLastErrorHappenedAsALocalTime() throws {
+        let vault = try makeVault()
+        let before = wallSeconds()
+        XCTAssertEqual(try vault.unlock(passphrase: "not the passphrase").result.status, 2)
+        let status = try vault.status()
+        let time = try XCTUnwrap(status.lastErrorTime, "--json gives the error's time in seconds since the epoch")
+        XCTAssertLessThanOrEqual(abs(time - before), 2)
+        let message = "wrong passphrase for the vault at \(vault.path): nothing was loaded or changed; try again"
+        XCTAssertEqual(status.lastError, message, "--json gives the error's message alone")
+
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone.current
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        let local = formatter.string(from: Date(timeIntervalSince1970: TimeInterval(time)))
+        let text = try vault.kc("vault", "status")
+        XCTAssertTrue(text.output.split(separator: "\n").contains("error:     \(local) \(message)"), text.output)
+    }
 }

@@ -111,16 +111,18 @@ public struct Vault: Sendable {
         public var workFactor: Int?
         /// Whether root set up a host key, so `always` items load at boot.
         public var hasHostKey: Bool
-        /// The last unlock (seconds since the epoch) and the last error, from `status`.
+        /// The last unlock (seconds since the epoch), and the last error with when it
+        /// happened (seconds since the epoch), from `status`.
         public var lastUnlock: Int64?
         public var lastError: String?
+        public var lastErrorTime: Int64?
     }
 
     public func status() throws(KeychainError) -> Status {
         guard exists else {
             // Unlocked for a folder that is gone: writes are refused until it is back.
             return Status(path: path, exists: false, isUnlocked: isUnlocked, itemCounts: [:], workFactor: nil,
-                          hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: nil, lastError: nil)
+                          hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: nil, lastError: nil, lastErrorTime: nil)
         }
         try directory.checkOwnership()
         var counts: [Accessibility: Int] = [:]
@@ -131,9 +133,10 @@ public struct Vault: Sendable {
             }
         }
         let factor = (try? readIdentityFile()).flatMap { try? Age.scryptWorkFactor(of: $0) }
-        let (lastUnlock, lastError) = readStatusFile()
+        let recorded = readStatusFile()
         return Status(path: path, exists: true, isUnlocked: isUnlocked, itemCounts: counts, workFactor: factor,
-                      hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: lastUnlock, lastError: lastError)
+                      hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: recorded.lastUnlock,
+                      lastError: recorded.lastError?.message, lastErrorTime: recorded.lastError?.time)
     }
 
     // MARK: Internals
@@ -225,21 +228,25 @@ public struct Vault: Sendable {
 
     /// Records an unlock's outcome for `kc vault status` (best effort): the time of the
     /// last success, and the last error (cleared by a clean unlock).
+    /// The file holds `unlocked SECONDS` and `error SECONDS MESSAGE` lines.
     internal func recordStatus(unlocked: Bool, error: String?) {
         var (lastUnlock, lastError) = readStatusFile()
         if unlocked { lastUnlock = Deadline.now }
-        lastError = error.map { "\(Deadline.now) " + $0.filter { $0 != "\n" } } ?? (unlocked ? nil : lastError)
-        let text = (lastUnlock.map { "unlocked \($0)\n" } ?? "") + (lastError.map { "error \($0)\n" } ?? "")
+        lastError = error.map { (Deadline.now, $0.filter { $0 != "\n" }) } ?? (unlocked ? nil : lastError)
+        let text = (lastUnlock.map { "unlocked \($0)\n" } ?? "") + (lastError.map { "error \($0.time) \($0.message)\n" } ?? "")
         if let staged = try? directory.stage(Array(text.utf8)) { try? directory.commit(staged, to: directory.statusFile) }
     }
 
-    private func readStatusFile() -> (Int64?, String?) {
+    private func readStatusFile() -> (lastUnlock: Int64?, lastError: (time: Int64, message: String)?) {
         guard let bytes = try? directory.read(directory.statusFile) else { return (nil, nil) }
         var unlocked: Int64? = nil
-        var error: String? = nil
+        var error: (time: Int64, message: String)? = nil
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             if line.hasPrefix("unlocked ") { unlocked = Int64(line.dropFirst(9)) }
-            if line.hasPrefix("error ") { error = String(line.dropFirst(6)) }
+            if line.hasPrefix("error ") {
+                let fields = line.dropFirst(6).split(separator: " ", maxSplits: 1)
+                if fields.count == 2, let time = Int64(fields[0]) { error = (time, String(fields[1])) }
+            }
         }
         return (unlocked, error)
     }

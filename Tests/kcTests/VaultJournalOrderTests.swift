@@ -216,6 +216,8 @@ final class VaultJournalOrderTests: VaultTestCase {
 
     func testKcLockAfterAKcSetKilledAtTheCommitKeepsTheKernelsValue() throws {
         let (vault, service, kernel) = try setKilledAtTheCommit()
+        XCTAssertEqual(kernel, newValue, "killed at its commit, after the kernel change: the kernel holds the new value")
+        XCTAssertEqual(vault.stagedFiles().count, 1, "and the new file is still in tmp/, not in place")
         let lock = try vault.lock()
         XCTAssertEqual(lock.status, 0, "\(lock)")
         XCTAssertNil(try Keychain(service: service).data(forKey: "token"), "kc lock dropped the when-unlocked item")
@@ -287,6 +289,10 @@ final class VaultJournalOrderTests: VaultTestCase {
         let kernel = try value(service)
         XCTAssertTrue([oldValue, newValue].contains(kernel), "the kernel holds the old or the new value: \(String(describing: kernel)); \(outcome)")
         if closed == 0 { XCTAssertEqual(kernel, newValue, "close succeeded, so the new value is stored; \(outcome)") }
+        if died {
+            XCTAssertEqual(kernel, newValue, "killed at its commit, after the kernel change: the kernel holds the new value; \(outcome)")
+            XCTAssertEqual(vault.stagedFiles().count, 1, "and the new file is still in tmp/, not in place; \(outcome)")
+        }
 
         XCTAssertEqual(try vault.lock().status, 0)
         let (unlock, unlockReport) = try vault.unlock()

@@ -14,7 +14,7 @@ extension Vault {
         guard let vault = try existing() else {
             guard let root = VaultDirectory.defaultRoot() else { return nil }
             let missing = Vault(directory: VaultDirectory(root: root))
-            if missing.isUnlocked { throw .vaultMissing(path: missing.path, problem: missing.directory.whatIsThereInstead) }
+            if VaultKeys.isStashed(for: missing.directory) { throw .vaultMissing(path: missing.path, problem: missing.directory.whatIsThereInstead) }
             return nil
         }
         return vault

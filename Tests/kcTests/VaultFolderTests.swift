@@ -198,4 +198,25 @@ final class VaultFolderTests: VaultTestCase {
                        "no vault is made there (and without one a set keeps the kernel only): \(theirs)")
         XCTAssertFalse(FileOps.exists(roots + "/data/kc"), "nothing was made there")
     }
+
+    /// Inside a user namespace (`podman unshare`, rootless podman's secret driver) the
+    /// folders root owns above the vault show as the overflow uid (65534), which nothing
+    /// inside can tell from root: the vault is used as outside.
+    func testAVaultUsedFromInsideAUserNamespaceIsNotRefusedForTheFoldersRootOwnsAboveIt() throws {
+        _ = try VaultAccount.require()
+        usedTheAccount = true
+        VaultAccount.reset()
+        let vault = try makeVault(create: false, owner: VaultAccount.name)
+        let probe = try VaultAccount.run("unshare --user --map-root-user true && echo ok", vault: vault)
+        guard probe.output == "ok\n" else { throw XCTSkip("user namespaces are refused here: \(probe)") }
+        let service = "kc-test.\(getpid()).vault-userns"
+        let result = try VaultAccount.run("""
+            printf '%s' "$PASSPHRASE" | "$KC" vault init --work-factor 10 2>/dev/null || echo "init failed"
+            printf inside | unshare --user --map-root-user "$KC" set --access after-first-unlock \(service) token; echo "set=$?"
+            "$KC" get \(service) token; echo
+            ls "$VAULT/items/after-first-unlock/\(service)"
+            "$KC" lock --level after-first-unlock >/dev/null 2>&1
+            """, vault: vault)
+        XCTAssertEqual(result.output, "set=0\ninside\ntoken\n", "\(result)")
+    }
 }

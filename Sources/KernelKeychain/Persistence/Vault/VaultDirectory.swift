@@ -131,7 +131,10 @@ internal struct VaultDirectory: Sendable {
     /// key, and load their items). Each folder above the vault, links resolved, must be
     /// root's or the owner's and not writable by group or others, except a sticky
     /// folder such as /tmp, where nobody can move another's entries: there the next
-    /// folder must be the owner's own.
+    /// folder must be the owner's own. Inside a user namespace (`podman unshare`,
+    /// rootless podman's secret driver) the folders of uids it does not map, root's
+    /// among them, show as the overflow uid (65534): such a folder counts as root's,
+    /// since from inside it cannot be told apart (the other rules still hold).
     func checkFoldersAbove() throws(KeychainError) {
         guard let resolved = try root.parent.withCString({ realpath($0, nil) }) else { return }  // no parent: no vault either
         let real = VaultPath(bytes: cStringBytes(resolved))
@@ -149,7 +152,7 @@ internal struct VaultDirectory: Sendable {
                 throw .vaultUnsafe(path: folder.description, problem: "(above the vault) is in the shared folder \(sticky) but belongs to \(whose), not to you",
                                    fix: "keep the vault under a folder of your own there (set XDG_DATA_HOME)")
             }
-            guard info.st_uid == 0 || info.st_uid == owner else {
+            guard info.st_uid == 0 || info.st_uid == owner || info.st_uid == Self.unmappedOwner else {
                 throw .vaultUnsafe(path: folder.description, problem: "(above the vault) belongs to \(whose), who could move the vault away and put another in its place",
                                    fix: "keep the vault under folders of yours (set XDG_DATA_HOME)")
             }
@@ -297,6 +300,10 @@ internal struct VaultDirectory: Sendable {
         }
         return StagedFile(path: path)
     }
+
+    /// The owner a folder shows inside a user namespace when its owner is not mapped
+    /// there (`kernel.overflowuid`); nil outside one.
+    private static let unmappedOwner: uid_t? = UserNamespace.outsideUID == nil ? nil : readSysctl("kernel/overflowuid").map { uid_t($0) }
 
     /// A file or folder of the vault could not be made or written: a disk with no room
     /// left is said so (``KeychainError/vaultFull(path:reason:)``, ENOSPC through the

@@ -185,6 +185,39 @@ final class VaultJournalOrderTests: VaultTestCase {
         XCTAssertEqual(try value(from, "stays"), "stays value")
     }
 
+    // MARK: A failed fsync
+
+    /// The staged file's fsync fails (EIO, injected by strace): `kc set` and a save
+    /// through the mount are refused before the kernel changes, and nothing is left.
+    func testAWriteWhoseFileCannotBeFlushedIsRefusedBeforeTheKernelChanges() throws {
+        try requireStraceInjection()
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", oldValue).status, 0)
+        let before = try vault.digest()
+
+        let set = try runCommand("/usr/bin/env", ["strace", "-f", "-o", "/dev/null", "-e", "trace=fsync", "-e", "inject=fsync:error=EIO:when=1",
+                                                  builtKC, "set", service, "token"],
+                                 input: Array(newValue.utf8), environment: vault.environment)
+        XCTAssertEqual(set.status, 2, "\(set)")
+        XCTAssertTrue(set.standardError.hasPrefix("kc: cannot write \(vault.path)/tmp/new-") && set.standardError.hasSuffix(": Input/output error; nothing was changed (free space or fix the folder, then try again)\n"),
+                      set.standardError)
+        XCTAssertEqual(try value(service), oldValue, "kc set: the kernel keeps the old value")
+
+        let mount = try mount(writingTo: vault)
+        let daemon = try XCTUnwrap(daemonProcess(serving: mount.path), "the mount's daemon")
+        let tracer = try faultingTracer(of: daemon, at: "fsync", fault: "error=EIO:when=1")
+        addCleanup { if tracer.isRunning { kill(tracer.pid, SIGTERM) }; _ = tracer.wait() }
+        let (fd, opened) = FileOps.open(mount.file(service, "token"), O_WRONLY | O_TRUNC)
+        XCTAssertEqual(errnoName(opened), errnoName(0))
+        XCTAssertEqual(errnoName(FileOps.write(fd, newValue)), errnoName(0), "the disk has room: the write is taken")
+        XCTAssertEqual(errnoName(FileOps.close(fd)), errnoName(EIO), "close says the value was not stored")
+        usleep(300_000)  // the last release comes after close returned: it must not store the value after all
+        XCTAssertEqual(try value(service), oldValue, "a save through the mount: the kernel keeps the old value")
+        XCTAssertEqual(try vault.digest(), before, "no vault file changed")
+        XCTAssertEqual(vault.stagedFiles(), [], "no half-written file is left in tmp/")
+    }
+
     // MARK: A writer killed at the commit
 
     /// XCTSkip unless strace can trace here and knows `-e inject` (strace 4.16 on).

@@ -113,7 +113,8 @@ final class PendingWrite: Sendable {
     }
 
     /// Stores the bytes if they changed since the last store. A poisoned file stores
-    /// nothing and throws its error; an unlinked one stores nothing.
+    /// nothing and throws its error; an unlinked one stores nothing. Bytes whose store
+    /// failed are not stored by a later close either, unless written again.
     func commit(to filesystem: KeychainFilesystem) throws {
         let pending: (bytes: [UInt8], node: Node, newItem: NewItemAttributes?)? = try state.withLock { state throws(FilesystemError) in
             if let failure = state.failure { throw failure }
@@ -122,7 +123,19 @@ final class PendingWrite: Sendable {
         }
         guard var work = pending else { return }
         defer { work.bytes.overwriteWithZeros() }
-        let stored = try filesystem.commit(work.bytes, to: work.node, newItem: work.newItem)
+        let stored: Bool
+        do {
+            stored = try filesystem.commit(work.bytes, to: work.node, newItem: work.newItem)
+        } catch {
+            // The closer is told these bytes were not stored: no later close, and not the
+            // last release, may store them after all (a retry that succeeds, the vault's
+            // disk having room again, would change the value behind its back). New
+            // writes make it dirty again.
+            state.withLock { state in
+                if state.node == work.node && state.bytes == work.bytes { state.dirty = false }
+            }
+            throw error
+        }
         state.withLock { state in
             guard state.node == work.node else { return }  // renamed meanwhile: store again
             if !stored { state.unlinked = true }  // removed behind our back

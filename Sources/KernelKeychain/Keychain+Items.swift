@@ -101,6 +101,26 @@ extension Keychain {
         }
     }
 
+    /// Refuses now what storing `size` bytes under `key` would be refused for before the
+    /// kernel changed: the vault's disk has no room for the item's file
+    /// (``KeychainError/vaultFull(path:reason:)``: statvfs(2) shows no inode left or too
+    /// few free blocks), or the vault cannot be used (gone while unlocked, unsafe). For a
+    /// writer that learns the value's size before it stores it: the mount asks at each
+    /// write(2), so `printf v > f` on a full disk fails at the write, which a shell
+    /// reports, and not only at close, which it ignores. Nothing is checked without a
+    /// vault, for an ephemeral keychain, or for an existing item the vault does not keep
+    /// (one stored `--ephemeral`: a save keeps it so). No keyring call unless the vault
+    /// holds no file of the item.
+    public func checkRoomToSave(_ size: Int, forKey key: some KeyNameConvertible) throws(KeychainError) {
+        let key = key.keyName
+        try validateName(key, as: .item)
+        guard !isEphemeral, case .own(let own) = try resolve(forWriting: true) else { return }
+        let journal = try Self.journal()
+        guard journal.persists else { return }
+        if !journal.keeps(key, in: own.name), try own.locate(key) != nil { return }
+        try journal.checkRoom(forItemOf: size)
+    }
+
     /// Moves the item to another accessibility: the same kernel key changes keyring
     /// (`keyctl_move`), so its value, deadline and serial stay. Returns false if there is
     /// no such item.

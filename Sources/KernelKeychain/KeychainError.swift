@@ -100,6 +100,13 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     case vaultUnsafe(path: String, problem: String, fix: String)
     /// A file of the vault could not be read or written (`reason`: the errno's text).
     case vaultIOFailed(path: String, action: String, reason: String)
+    /// The vault's disk has no room for a write's file (no space, no inode left, or the
+    /// disk quota is full; `reason` says which). Nothing was changed in the kernel.
+    case vaultFull(path: String, reason: String)
+    /// The vault is unlocked for `path` (its key is in the user keyring) but the folder
+    /// there is not the vault: it is gone (`problem` says what is there instead). A write
+    /// then changes nothing, rather than change the kernel and save nowhere.
+    case vaultMissing(path: String, problem: String)
     /// The kernel holds a write's new value, but putting its vault file in place failed
     /// afterwards (`reason`: the errno's text): until it is saved, a reboot brings back
     /// the old value.
@@ -133,7 +140,7 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             .kernel
         case .notInGroup, .notShared, .sharedByMany, .sharedServiceGone, .sharedReadOnly, .ownerOnly, .sharedWithAnotherGroup:
             .sharing
-        case .vaultLocked, .vaultKeepsForLoginSessions, .vaultNotInitialized, .vaultAlreadyExists, .wrongPassphrase, .weakPassphrase, .invalidWorkFactor, .vaultUnsafe, .vaultIOFailed, .vaultNotSaved, .vaultCrypto, .vaultNotUnlockedOnThisMachine, .cannotSwitchUser:
+        case .vaultLocked, .vaultKeepsForLoginSessions, .vaultNotInitialized, .vaultAlreadyExists, .wrongPassphrase, .weakPassphrase, .invalidWorkFactor, .vaultUnsafe, .vaultIOFailed, .vaultFull, .vaultMissing, .vaultNotSaved, .vaultCrypto, .vaultNotUnlockedOnThisMachine, .cannotSwitchUser:
             .vault
         }
     }
@@ -235,6 +242,10 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             return "refusing the vault: \(path) \(problem); \(fix)"
         case .vaultIOFailed(let path, let action, let reason):
             return "cannot \(action) \(path): \(reason); nothing was changed (free space or fix the folder, then try again)"
+        case .vaultFull(let path, let reason):
+            return "no room on the vault's disk to save this (\(path): \(reason)); nothing was changed: free space there, then try again"
+        case .vaultMissing(let path, let problem):
+            return "the vault at \(path) is unlocked but \(problem); nothing was changed: put the vault folder back (or mount it), or run 'kc lock' to store without it"
         case .vaultNotSaved(let path, let reason):
             return "the new value is in the kernel, but the vault could not save it (\(path): \(reason)); fix that, then set the item again (or run 'kc unlock') so that it survives a reboot"
         case .vaultCrypto(let path, let reason):

@@ -15,9 +15,10 @@ public struct FilesystemError: Error, Hashable, Sendable {
 extension Errno {
     /// The errno the mount answers for a failure of ``KeychainFilesystem``: a
     /// ``FilesystemError``'s own, or for a `KeychainError` EFBIG for a value over 32767
-    /// bytes, EDQUOT for the key quota, EINVAL for an empty value, EACCES for the
-    /// kernel's refusals, ENAMETOOLONG for long names. Anything else (nothing else is
-    /// thrown) is EIO, as a request that cannot be answered otherwise gets.
+    /// bytes, EDQUOT for the key quota, ENOSPC for a vault whose disk is full, EINVAL for
+    /// an empty value, EACCES for the kernel's refusals, ENAMETOOLONG for long names.
+    /// Anything else (nothing else is thrown) is EIO, as a request that cannot be
+    /// answered otherwise gets.
     ///
     /// The one place a keychain error becomes an errno.
     public init(reporting failure: any Error) {
@@ -65,7 +66,9 @@ extension Errno {
             .fileExists
         case .wrongPassphrase, .weakPassphrase, .invalidWorkFactor:
             .invalidArgument
-        case .vaultIOFailed, .vaultNotSaved, .vaultCrypto:
+        case .vaultFull:
+            .noSpace
+        case .vaultIOFailed, .vaultMissing, .vaultNotSaved, .vaultCrypto:
             .ioError
         }
     }

@@ -186,6 +186,20 @@ public final class KeychainFilesystem: Sendable {
         if quota.bytes + (newSize - oldSize) > quota.maxBytes { throw FilesystemError(.diskQuotaExceeded) }
     }
 
+    /// ENOSPC now, rather than at close where a shell loses it, if the vault could not
+    /// save `size` bytes for the item at `node` (its disk is full; see
+    /// `Keychain.checkRoomToSave(_:forKey:)`), and the vault's own refusal if it cannot be
+    /// used. The errno is what the bridge would answer; a pending write keeps it for its
+    /// close.
+    public func checkVaultRoom(for node: Node, size: Int) throws(FilesystemError) {
+        guard case .item(let service, let name) = node else { return }
+        do {
+            try keychain(service).checkRoomToSave(max(size, 1), forKey: name)
+        } catch {
+            throw FilesystemError(Errno(reporting: error))
+        }
+    }
+
     /// `rm`.
     public func remove(_ node: Node) throws {
         try requireWritable(node)

@@ -107,6 +107,9 @@ extension KC {
                 for problem in report.skippedFolders { standardError("kc: not loaded, folder skipped: \(problem.what) \(problem.reason)") }
                 for problem in report.unreadable { standardError("kc: not loaded: \(problem.what) \(problem.reason)") }
                 for problem in report.failed { standardError("kc: not loaded: \(problem.what): \(problem.reason)") }
+                for problem in report.notSavedAgain {
+                    standardError("kc: loaded, but not saved again: \(problem.what): the kernel holds a newer value than its vault file, which could not be written (\(problem.reason)); run 'kc unlock' again once that is fixed")
+                }
                 if !report.notLoadedForQuota.isEmpty {
                     let raise = (report.quota ?? KeyQuota(uid: getuid(), keys: 0, maxKeys: 200, bytes: 0, maxBytes: 20000)).raiseCommand()
                     standardError("kc: not loaded, the key quota is full: \(report.notLoadedForQuota.joined(separator: ", ")); remove unused items, or raise the limits: \(raise), then run 'kc unlock' again")
@@ -133,7 +136,12 @@ extension KC {
         var levels: [Accessibility.Level] = []
 
         func run() throws {
-            let (dropped, wasUnlocked) = try Vault.atDefaultLocation().lock(levels: Swift.Set(levels + [.whenUnlocked]))
+            let vault = try Vault.atDefaultLocation()
+            let (dropped, wasUnlocked) = try vault.lock(levels: Swift.Set(levels + [.whenUnlocked]))
+            guard vault.exists else {
+                standardError("kc: locked the vault at \(vault.path), whose folder is gone: nothing was dropped; items you store from now on are kept in the kernel only, until you put the folder back and run 'kc unlock'")
+                return
+            }
             standardError("kc: locked\(wasUnlocked ? "" : " (it was not unlocked)"); dropped \(dropped) items from the kernel")
         }
     }
@@ -158,6 +166,7 @@ private struct UnlockJSON: Encodable {
     var unreadable: [[String: String]]
     var skippedFolders: [[String: String]]
     var failed: [[String: String]]
+    var notSavedAgain: [[String: String]]
     var notLoadedForQuota: [String]
 
     init(_ report: VaultUnlockReport) {
@@ -169,6 +178,7 @@ private struct UnlockJSON: Encodable {
         unreadable = report.unreadable.map { ["file": $0.what, "reason": $0.reason] }
         skippedFolders = report.skippedFolders.map { ["folder": $0.what, "reason": $0.reason] }
         failed = report.failed.map { ["item": $0.what, "reason": $0.reason] }
+        notSavedAgain = report.notSavedAgain.map { ["item": $0.what, "reason": $0.reason] }
         notLoadedForQuota = report.notLoadedForQuota
     }
 }

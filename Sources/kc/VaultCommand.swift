@@ -64,7 +64,7 @@ extension KC.VaultCommand {
     struct Status: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show the vault: locked or not, items per level, where it is.",
-            discussion: "Exits 1 if there is no vault. --json: {\"path\", \"exists\", \"unlocked\", \"items\": {level: count}, \"workFactor\", \"hostKey\", \"lastUnlock\", \"lastError\", \"loginPasswordAhead\" (when the login password changed without the vault)}."
+            discussion: "Exits 1 if there is no vault. --json: {\"path\", \"exists\", \"unlocked\", \"items\": {level: count}, \"workFactor\", \"hostKey\", \"lastUnlock\", \"lastError\", \"lastErrorTime\", \"loginPasswordAhead\" (when the login password changed without the vault)} (times in seconds since the epoch)."
         )
 
         @Flag(help: "Print JSON.")
@@ -83,10 +83,13 @@ extension KC.VaultCommand {
                 print("work:      scrypt 2^\(status.workFactor.map(String.init) ?? "?")")
                 print("host key:  \(status.hasHostKey ? "yes: always items load at boot" : "no: always items load at your first unlock (see 'kc vault host-init')")")
                 print("unlocked:  \(status.lastUnlock.map(formatTime) ?? "never")")
-                print("error:     \(status.lastError ?? "none")")
+                print("error:     \(status.lastError.map { "\(status.lastErrorTime.map(formatTime) ?? "?") \($0)" } ?? "none")")
                 if let ahead = status.loginPasswordAhead {
                     print("login:     your login password changed at \(formatTime(ahead)) without the old one reaching the vault; run 'kc vault passwd' so that login unlocks it")
                 }
+            } else if status.isUnlocked {
+                print("vault:     \(status.path)")
+                print("state:     unlocked, but the folder is gone: writes are refused until you put it back (or run 'kc lock' to store without it)")
             } else {
                 print("vault:     \(status.path)")
                 print("state:     none (items are kept in the kernel only; create one with 'kc vault init')")
@@ -207,6 +210,7 @@ extension KC.VaultCommand {
                 let loaded = report.loaded[.always] ?? 0
                 print("kc: \(user): loaded \(loaded) always items, \(report.alreadyLoaded) already loaded, \(report.waiting) wait for an unlock")
                 for problem in report.unreadable + report.failed { standardError("kc: \(user): not loaded: \(problem.what): \(problem.reason)") }
+                for problem in report.notSavedAgain { standardError("kc: \(user): loaded, but not saved again: \(problem.what): \(problem.reason)") }
                 if !report.isClean { throw ExitStatus.failure }
                 return
             }
@@ -242,6 +246,7 @@ private struct StatusJSON: Encodable {
     var lastUnlock: Int64?
     var lastError: String?
     var loginPasswordAhead: Int64?
+    var lastErrorTime: Int64?
 
     init(_ status: Vault.Status) {
         path = status.path
@@ -253,5 +258,6 @@ private struct StatusJSON: Encodable {
         lastUnlock = status.lastUnlock
         lastError = status.lastError
         loginPasswordAhead = status.loginPasswordAhead
+        lastErrorTime = status.lastErrorTime
     }
 }

@@ -78,7 +78,13 @@ public func daemonProcess(serving path: String) -> pid_t? {
 /// and returns it once every thread of the daemon is traced. Throws XCTSkip where it
 /// cannot attach: kc-mountd is not dumpable, so only root (CAP_SYS_PTRACE) may trace it.
 public func killingTracer(of daemon: pid_t, at syscalls: String, when: String? = nil) throws -> SpawnedProcess {
-    let inject = "inject=\(syscalls):signal=SIGKILL" + (when.map { ":when=" + $0 } ?? "")
+    try faultingTracer(of: daemon, at: syscalls, fault: "signal=SIGKILL" + (when.map { ":when=" + $0 } ?? ""))
+}
+
+/// As ``killingTracer(of:at:when:)``, with another fault of strace's `-e inject` syntax:
+/// `error=EIO:when=1` makes the first of `syscalls` fail with EIO.
+public func faultingTracer(of daemon: pid_t, at syscalls: String, fault: String) throws -> SpawnedProcess {
+    let inject = "inject=\(syscalls):" + fault
     let tracer = try SpawnedProcess("/usr/bin/env", ["strace", "-qq", "-f", "-p", String(daemon), "-o", "/dev/null",
                                                      "-e", "trace=" + syscalls, "-e", inject])
     for _ in 0..<500 {

@@ -225,6 +225,8 @@ public final class VaultFixture {
         public var waiting: Int
         public var unreadable: [[String: String]]
         public var failed: [[String: String]]
+        /// Items loaded whose newer kernel value could not be saved to their file.
+        public var notSavedAgain: [[String: String]]?
         public var notLoadedForQuota: [String]
 
         /// Items loaded at all levels.
@@ -243,6 +245,7 @@ public final class VaultFixture {
         public var hostKey: Bool
         public var lastUnlock: Int64?
         public var lastError: String?
+        public var lastErrorTime: Int64?
     }
 }
 

@@ -199,4 +199,48 @@ final class VaultCommandTests: VaultTestCase {
         XCTAssertEqual(try vault.unlock().result.status, 0)
         XCTAssertEqual(try vault.get(service, "kept").output, "first vault's")
     }
+
+    /// `kc lock` invalidates the keys it drops: a serial read before the lock reads
+    /// nothing after it, even where another link to the key was made (`keyctl link`), as
+    /// an unlink from the service's keyring alone would leave it.
+    func testKcLockInvalidatesTheKeysItDropsSoTheirSerialsReadNothing() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", "dropped secret").status, 0)
+        XCTAssertEqual(try vault.set(service, "other", "dropped too").status, 0)
+        let serials = try listedItems(service).map { String($0.serial) }
+        XCTAssertEqual(serials.count, 2)
+        XCTAssertEqual(try keyctl("link", serials[0], "@s").status, 0, "a second link to one of them")
+        addCleanup { _ = try? keyctl("unlink", serials[0], "@s") }
+        for serial in serials { XCTAssertEqual(try keyctl("print", serial).status, 0, "readable by serial before the lock") }
+
+        let lock = try vault.lock()
+        XCTAssertEqual(lock.standardError, "kc: locked; dropped 2 items from the kernel\n")
+        for serial in serials {
+            let print = try keyctl("print", serial)
+            XCTAssertNotEqual(print.status, 0, "keyctl print \(serial) after kc lock: \(print)")
+            XCTAssertFalse(print.output.contains("dropped"), "the dropped value is not readable by its serial: \(print)")
+        }
+        XCTAssertEqual(try vault.unlock().result.status, 0)
+        XCTAssertEqual(try vault.get(service, "token").output, "dropped secret", "kc unlock brings it back")
+    }
+
+    func testVaultStatusShowsWhenTheLastErrorHappenedAsALocalTime() throws {
+        let vault = try makeVault()
+        let before = wallSeconds()
+        XCTAssertEqual(try vault.unlock(passphrase: "not the passphrase").result.status, 2)
+        let status = try vault.status()
+        let time = try XCTUnwrap(status.lastErrorTime, "--json gives the error's time in seconds since the epoch")
+        XCTAssertLessThanOrEqual(abs(time - before), 2)
+        let message = "wrong passphrase for the vault at \(vault.path): nothing was loaded or changed; try again"
+        XCTAssertEqual(status.lastError, message, "--json gives the error's message alone")
+
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone.current
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        let local = formatter.string(from: Date(timeIntervalSince1970: TimeInterval(time)))
+        let text = try vault.kc("vault", "status")
+        XCTAssertTrue(text.output.split(separator: "\n").contains("error:     \(local) \(message)"), text.output)
+    }
 }

@@ -130,7 +130,7 @@ final class VaultDamageTests: VaultTestCase {
 
         let replaced = try vault.set(service, "token", "new value")
         XCTAssertEqual(replaced.status, 2, "\(replaced)")
-        XCTAssertTrue(replaced.standardError.hasPrefix("kc: cannot ") && replaced.standardError.contains("No space left on device"), replaced.standardError)
+        XCTAssertEqual(replaced.standardError, "kc: no room on the vault's disk to save this (\(vault.path): No space left on device); nothing was changed: free space there, then try again\n")
         XCTAssertEqual(replaced.standardError.filter { $0 == "\n" }.count, 1, "one line: \(replaced.standardError)")
         XCTAssertEqual(try vault.get(service, "token").output, "old value", "the kernel keeps the old value")
         let added = try vault.set(service, "new-item", "never stored")

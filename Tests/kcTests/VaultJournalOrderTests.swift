@@ -67,15 +67,20 @@ final class VaultJournalOrderTests: VaultTestCase {
         try afterReboot(service)
     }
 
-    /// open, write and close of `path` through the mount: close's errno (open and write
-    /// must succeed: the value is stored when the file is closed).
-    private func closeError(saving value: String, to path: String, flags: Int32) -> (failed: Bool, how: String) {
+    /// open, write and close of `path` through the mount on the full disk: the writer is
+    /// told at write(2) with ENOSPC (a shell ignores what close says), or at open for a
+    /// new file, and its close fails too.
+    private func refusedSave(of value: String, to path: String, flags: Int32) -> (failed: Bool, how: String) {
         let (fd, opened) = FileOps.open(path, flags)
-        XCTAssertEqual(errnoName(opened), errnoName(0), "open")
-        guard fd >= 0 else { return (true, "open gave \(errnoName(opened))") }
-        XCTAssertEqual(errnoName(FileOps.write(fd, value)), errnoName(0), "the write is kept until close")
+        guard fd >= 0 else {
+            XCTAssertEqual(errnoName(opened), errnoName(ENOSPC), "open is refused only as a new file on a full disk")
+            return (true, "open gave \(errnoName(opened))")
+        }
+        let written = FileOps.write(fd, value)
         let closed = FileOps.close(fd)
-        return (closed != 0, "close gave \(errnoName(closed))")
+        XCTAssertEqual(errnoName(written), errnoName(ENOSPC), "the write itself is refused")
+        XCTAssertNotEqual(closed, 0, "and so is the close")
+        return (written != 0 && closed != 0, "write gave \(errnoName(written)), close gave \(errnoName(closed))")
     }
 
     /// `setfattr -n NAME -v VALUE` of the item `token` through the mount.
@@ -84,10 +89,10 @@ final class VaultJournalOrderTests: VaultTestCase {
         return (change.status != 0, "\(change)")
     }
 
-    func testASaveThroughTheMountOnAFullDiskFailsAtCloseAndTheKernelKeepsTheOldValue() throws {
+    func testASaveThroughTheMountOnAFullDiskFailsAtTheWriteAndTheKernelKeepsTheOldValue() throws {
         var kernel: String?
         try refusedOnAFullDisk({ mount, service in
-            closeError(saving: newValue, to: mount.file(service, "token"), flags: O_WRONLY | O_TRUNC)
+            refusedSave(of: newValue, to: mount.file(service, "token"), flags: O_WRONLY | O_TRUNC)
         }, inKernel: { _, service, how in
             kernel = try value(service)
             XCTAssertEqual(kernel, oldValue, "a save the vault cannot hold is not made in the kernel either (\(how))")
@@ -98,9 +103,9 @@ final class VaultJournalOrderTests: VaultTestCase {
         })
     }
 
-    func testANewFileSavedThroughTheMountOnAFullDiskFailsAtCloseAndIsNowhere() throws {
+    func testANewFileSavedThroughTheMountOnAFullDiskIsRefusedAndIsNowhere() throws {
         try refusedOnAFullDisk({ mount, service in
-            closeError(saving: "never stored", to: mount.file(service, "new-item"), flags: O_WRONLY | O_CREAT | O_TRUNC)
+            refusedSave(of: "never stored", to: mount.file(service, "new-item"), flags: O_WRONLY | O_CREAT | O_TRUNC)
         }, inKernel: { mount, service, how in
             XCTAssertNil(try Keychain(service: service).data(forKey: "new-item"), "a new item the vault cannot hold is not made in the kernel either (\(how))")
             XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mount.file(service)), ["token"],
@@ -180,6 +185,39 @@ final class VaultJournalOrderTests: VaultTestCase {
         XCTAssertEqual(try value(from, "stays"), "stays value")
     }
 
+    // MARK: A failed fsync
+
+    /// The staged file's fsync fails (EIO, injected by strace): `kc set` and a save
+    /// through the mount are refused before the kernel changes, and nothing is left.
+    func testAWriteWhoseFileCannotBeFlushedIsRefusedBeforeTheKernelChanges() throws {
+        try requireStraceInjection()
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", oldValue).status, 0)
+        let before = try vault.digest()
+
+        let set = try runCommand("/usr/bin/env", ["strace", "-f", "-o", "/dev/null", "-e", "trace=fsync", "-e", "inject=fsync:error=EIO:when=1",
+                                                  builtKC, "set", service, "token"],
+                                 input: Array(newValue.utf8), environment: vault.environment)
+        XCTAssertEqual(set.status, 2, "\(set)")
+        XCTAssertTrue(set.standardError.hasPrefix("kc: cannot write \(vault.path)/tmp/new-") && set.standardError.hasSuffix(": Input/output error; nothing was changed (free space or fix the folder, then try again)\n"),
+                      set.standardError)
+        XCTAssertEqual(try value(service), oldValue, "kc set: the kernel keeps the old value")
+
+        let mount = try mount(writingTo: vault)
+        let daemon = try XCTUnwrap(daemonProcess(serving: mount.path), "the mount's daemon")
+        let tracer = try faultingTracer(of: daemon, at: "fsync", fault: "error=EIO:when=1")
+        addCleanup { if tracer.isRunning { kill(tracer.pid, SIGTERM) }; _ = tracer.wait() }
+        let (fd, opened) = FileOps.open(mount.file(service, "token"), O_WRONLY | O_TRUNC)
+        XCTAssertEqual(errnoName(opened), errnoName(0))
+        XCTAssertEqual(errnoName(FileOps.write(fd, newValue)), errnoName(0), "the disk has room: the write is taken")
+        XCTAssertEqual(errnoName(FileOps.close(fd)), errnoName(EIO), "close says the value was not stored")
+        usleep(300_000)  // the last release comes after close returned: it must not store the value after all
+        XCTAssertEqual(try value(service), oldValue, "a save through the mount: the kernel keeps the old value")
+        XCTAssertEqual(try vault.digest(), before, "no vault file changed")
+        XCTAssertEqual(vault.stagedFiles(), [], "no half-written file is left in tmp/")
+    }
+
     // MARK: A writer killed at the commit
 
     /// XCTSkip unless strace can trace here and knows `-e inject` (strace 4.16 on).
@@ -211,6 +249,8 @@ final class VaultJournalOrderTests: VaultTestCase {
 
     func testKcLockAfterAKcSetKilledAtTheCommitKeepsTheKernelsValue() throws {
         let (vault, service, kernel) = try setKilledAtTheCommit()
+        XCTAssertEqual(kernel, newValue, "killed at its commit, after the kernel change: the kernel holds the new value")
+        XCTAssertEqual(vault.stagedFiles().count, 1, "and the new file is still in tmp/, not in place")
         let lock = try vault.lock()
         XCTAssertEqual(lock.status, 0, "\(lock)")
         XCTAssertNil(try Keychain(service: service).data(forKey: "token"), "kc lock dropped the when-unlocked item")
@@ -282,6 +322,10 @@ final class VaultJournalOrderTests: VaultTestCase {
         let kernel = try value(service)
         XCTAssertTrue([oldValue, newValue].contains(kernel), "the kernel holds the old or the new value: \(String(describing: kernel)); \(outcome)")
         if closed == 0 { XCTAssertEqual(kernel, newValue, "close succeeded, so the new value is stored; \(outcome)") }
+        if died {
+            XCTAssertEqual(kernel, newValue, "killed at its commit, after the kernel change: the kernel holds the new value; \(outcome)")
+            XCTAssertEqual(vault.stagedFiles().count, 1, "and the new file is still in tmp/, not in place; \(outcome)")
+        }
 
         XCTAssertEqual(try vault.lock().status, 0)
         let (unlock, unlockReport) = try vault.unlock()

@@ -43,6 +43,9 @@ internal protocol ItemJournal {
     func commit(_ staged: Staged) throws(KeychainError)
     /// Drops staged changes (the kernel change did not happen).
     func discard(_ staged: Staged)
+    /// Refuses now if an item of `size` bytes clearly could not be staged (a full disk),
+    /// for a writer that can be told before it has the whole value.
+    func checkRoom(forItemOf size: Int) throws(KeychainError)
     /// The levels at which the journal keeps this item (normally one; none for an item
     /// it does not keep, such as one stored `--ephemeral`: changes to it stay out).
     func keptLevels(of name: KeyName, in service: KeyName) -> [Accessibility]
@@ -84,6 +87,7 @@ internal struct NoJournal: ItemJournal {
     func stage(_ changes: [ItemChange]) throws(KeychainError) {}
     func commit(_ staged: Void) throws(KeychainError) {}
     func discard(_ staged: Void) {}
+    func checkRoom(forItemOf size: Int) throws(KeychainError) {}
     func keptLevels(of name: KeyName, in service: KeyName) -> [Accessibility] { [] }
     func keptNames(in service: KeyName) -> [KeyName] { [] }
     var persists: Bool { false }

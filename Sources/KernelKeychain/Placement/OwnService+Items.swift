@@ -219,6 +219,22 @@ extension OwnService {
         return true
     }
 
+    /// Drops a found item from the kernel, as `kc lock` does: the key is invalidated
+    /// (`keyctl_invalidate`, which needs search permission), so it leaves every keyring at
+    /// once and its serial reads nothing from then on; an unlink from the service's
+    /// keyring would leave it readable by serial wherever else it is linked. A key that
+    /// cannot be invalidated is unlinked. Returns whether this call dropped it.
+    func drop(_ located: LocatedItem) throws(KeychainError) -> Bool {
+        do {
+            try located.item.invalidate()
+        } catch {
+            if error.meansKeyIsGone { return false }
+            return try remove(located)
+        }
+        DeadlineRecords.forget([located.item])
+        return true
+    }
+
     /// Clears and unlinks every keyring of the service.
     func removeAll() throws(KeychainError) {
         for ring in try ServiceKeyring.rings(of: name, startingWith: home) {

@@ -138,9 +138,10 @@ final class FuseBridge: Sendable {
         let child = try filesystem.child(of: node(parent), named: name)
         if child.isShared { throw FilesystemError(.readOnlyFileSystem) }
         guard !child.isDirectory else { throw FilesystemError(.notPermitted) }
-        // A new item needs a key: say so now if the quota has none left (a shell
-        // ignores what close reports).
+        // A new item needs a key and a vault file: say so now if the quota has none left
+        // or the vault's disk no room (a shell ignores what close reports).
         try filesystem.checkRoom(forNewItem: child)
+        try filesystem.checkVaultRoom(for: child, size: 1)
         // The item is stored when the file is closed; until then stat shows the copy.
         let newItem = handles.pending(child).first(where: { $0.newItem != nil })?.newItem ?? filesystem.newItemAttributes(for: child)
         let pending = PendingWrite(node: child, bytes: [], dirty: true, newItem: newItem, appends: flags & O_APPEND != 0)
@@ -158,6 +159,8 @@ final class FuseBridge: Sendable {
         guard let pending = handles.file(handle)?.pending else { throw FilesystemError(.badFileDescriptor) }
         try pending.write(data, offset: offset) { (checked, size) throws(FilesystemError) in
             try filesystem.checkRoom(growing: checked, to: size)
+            // A full vault disk fails the write(2) itself: a shell ignores close's error.
+            try filesystem.checkVaultRoom(for: pending.node, size: size)
         }
         return .written(data.count)
     }

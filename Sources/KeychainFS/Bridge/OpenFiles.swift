@@ -12,8 +12,9 @@ import Glibc
 ///
 /// - An `O_APPEND` open appends to the end of its own copy, whatever offset the kernel
 ///   computed from the size it last saw, so no byte appears that nobody wrote.
-/// - A write that fails (over 32767 bytes, over the key quota) poisons it: nothing is
-///   stored, and every later close reports the error, until it is truncated again.
+/// - A write that fails (over 32767 bytes, over the key quota, no room on the vault's
+///   disk) poisons it: nothing is stored, and every later close reports the error,
+///   until it is truncated again.
 /// - It follows `mv` (``OpenHandles/renamePending(_:to:)``), and after `rm` it is
 ///   detached and stores nothing, like a write to an unlinked file.
 /// - `newItem` is nil when the file was an item at open: then it only ever replaces
@@ -30,6 +31,9 @@ final class PendingWrite: Sendable {
         var newItem: NewItemAttributes?
         /// The size the key quota was last checked for.
         var roomCheckedFor: Int
+        /// Whether room was asked at all: the first write asks whatever its size (the
+        /// vault's disk may be full for any), later ones as the value grows.
+        var roomAsked = false
     }
 
     private let state: Locked<State>
@@ -58,20 +62,22 @@ final class PendingWrite: Sendable {
     }
 
     /// Writes at `offset`; past the end the gap reads as zeros, as on any filesystem.
-    /// `room` is asked (outside the lock) before the value grows past what was checked.
+    /// `room` is asked (outside the lock) at the first write, and before the value grows
+    /// past what was checked.
     func write(_ data: UnsafeRawBufferPointer, offset requested: Int, room: (Int, Int) throws(FilesystemError) -> Void) throws(FilesystemError) {
-        let (end, checked, failure) = state.withLock { ($0.bytes.count, $0.roomCheckedFor, $0.failure) }
+        let (end, checked, asked, failure) = state.withLock { ($0.bytes.count, $0.roomCheckedFor, $0.roomAsked, $0.failure) }
         if let failure { throw failure }
         let offset = appends ? end : requested
         let newEnd = offset + data.count
         do throws(FilesystemError) {
             guard offset >= 0, newEnd <= KeychainError.maximumValueSize else { throw FilesystemError(.fileTooLarge) }
-            if max(newEnd, end) > checked { try room(checked, max(newEnd, end)) }
+            if !asked || max(newEnd, end) > checked { try room(checked, max(newEnd, end)) }
         } catch {
             poison(error)
             throw error
         }
         state.withLock { state in
+            state.roomAsked = true
             state.roomCheckedFor = max(state.roomCheckedFor, newEnd)
             if state.bytes.count < newEnd {
                 state.bytes += [UInt8](repeating: 0, count: newEnd - state.bytes.count)
@@ -107,7 +113,8 @@ final class PendingWrite: Sendable {
     }
 
     /// Stores the bytes if they changed since the last store. A poisoned file stores
-    /// nothing and throws its error; an unlinked one stores nothing.
+    /// nothing and throws its error; an unlinked one stores nothing. Bytes whose store
+    /// failed are not stored by a later close either, unless written again.
     func commit(to filesystem: KeychainFilesystem) throws {
         let pending: (bytes: [UInt8], node: Node, newItem: NewItemAttributes?)? = try state.withLock { state throws(FilesystemError) in
             if let failure = state.failure { throw failure }
@@ -116,7 +123,19 @@ final class PendingWrite: Sendable {
         }
         guard var work = pending else { return }
         defer { work.bytes.overwriteWithZeros() }
-        let stored = try filesystem.commit(work.bytes, to: work.node, newItem: work.newItem)
+        let stored: Bool
+        do {
+            stored = try filesystem.commit(work.bytes, to: work.node, newItem: work.newItem)
+        } catch {
+            // The closer is told these bytes were not stored: no later close, and not the
+            // last release, may store them after all (a retry that succeeds, the vault's
+            // disk having room again, would change the value behind its back). New
+            // writes make it dirty again.
+            state.withLock { state in
+                if state.node == work.node && state.bytes == work.bytes { state.dirty = false }
+            }
+            throw error
+        }
         state.withLock { state in
             guard state.node == work.node else { return }  // renamed meanwhile: store again
             if !stored { state.unlinked = true }  // removed behind our back

@@ -5,13 +5,36 @@ import Keyrings
 extension Vault {
     /// The vault a write keeps in step: nil when there is none (nothing is written to
     /// disk then). A vault that is not safe to use (owned by another uid, loose
-    /// permissions) fails the write.
+    /// permissions, under a folder others can change) fails the write, and so does one
+    /// that is unlocked but whose folder is gone or holds no vault: moved away, renamed,
+    /// a home not mounted yet. Writing on without it would change the kernel and save
+    /// nowhere, and the item would be missing after a reboot. Without a vault folder a
+    /// write pays one `lstat` and one search of the user keyring for the vault's key.
     internal static func forWriting() throws(KeychainError) -> Vault? {
+        guard let vault = try existing() else {
+            guard let root = VaultDirectory.defaultRoot() else { return nil }
+            let missing = Vault(directory: VaultDirectory(root: root))
+            if VaultKeys.isStashed(for: missing.directory) { throw .vaultMissing(path: missing.path, problem: missing.directory.whatIsThereInstead) }
+            return nil
+        }
+        return vault
+    }
+
+    /// The caller's vault if `kc vault init` made one there, checked safe to use; nil if
+    /// there is none (reads use this: a read never fails for a missing vault).
+    internal static func existing() throws(KeychainError) -> Vault? {
         guard let root = VaultDirectory.defaultRoot() else { return nil }
         let vault = Vault(directory: VaultDirectory(root: root))
         guard vault.exists else { return nil }
         try vault.directory.checkOwnership()
         return vault
+    }
+
+    /// Refuses now (``KeychainError/vaultFull(path:reason:)``) if the disk clearly has no
+    /// room for the file of an item of `size` bytes: its encryption and names add at
+    /// most about a KiB.
+    internal func checkRoom(forItemOf size: Int) throws(KeychainError) {
+        try directory.checkRoom(forFileOf: size + 1024)
     }
 
     /// Encrypts the record and writes it to a new file in `tmp/`, flushed to disk.
@@ -107,11 +130,7 @@ extension Vault {
     /// if the vault is locked, that is the error. Only a miss pays for this: without a
     /// vault, a `stat` of HOME and an `lstat` of where the vault would be.
     internal static func reloadIfKept(_ name: KeyName, in service: KeyName) throws(KeychainError) -> Bool {
-        guard let vault = try forWriting() else { return false }
-        let kept = vault.levels(ofItem: name, in: service)
-        guard !kept.isEmpty else { return false }
-        let loadable = levelsLoadedOnDemand()
-        guard kept.contains(where: { loadable.contains($0.level) }) else { return false }
+        guard let vault = try existing(), !vault.levels(ofItem: name, in: service).isEmpty else { return false }
         guard try vault.reload(name, in: service) else {
             throw .vaultLocked(service: service.description, item: name.description)
         }
@@ -120,6 +139,17 @@ extension Vault {
 }
 
 extension VaultDirectory {
+    /// What is at the vault's path when it is not a vault, for ``KeychainError/vaultMissing(path:problem:)``.
+    var whatIsThereInstead: String {
+        let kind = try? root.withCString { path -> mode_t? in
+            var info = stat()
+            return lstat(path, &info) == 0 ? info.st_mode & S_IFMT : nil
+        }
+        guard let kind else { return "its folder is gone (moved, renamed, or not mounted yet)" }
+        return kind == S_IFDIR ? "the folder there is not the vault (it has no identity.age or recipient)"
+            : "a file or a link is in its place, not the vault's folder"
+    }
+
     /// Whether a regular file is there (not following links).
     func isFile(_ path: VaultPath) -> Bool {
         (try? path.withCString { cPath in

@@ -29,6 +29,10 @@ public struct VaultUnlockReport: Sendable {
     public var notLoadedForQuota: [String] = []
     /// Items that failed to load for another reason.
     public var failed: [Problem] = []
+    /// Items the kernel holds with a newer value than their file (a write interrupted
+    /// after its kernel change) whose file could not be written again from it (a full
+    /// disk): they are loaded, the kernel's value stays, but the vault still holds the old.
+    public var notSavedAgain: [Problem] = []
     /// At boot: files the host key cannot open wait for the user's unlock.
     internal var waitingForUnlock = false
     /// The uid's key quota after the unlock, when something did not fit.
@@ -40,7 +44,7 @@ public struct VaultUnlockReport: Sendable {
     }
 
     public var loadedCount: Int { loaded.values.reduce(0, +) }
-    public var isClean: Bool { unreadable.isEmpty && skippedFolders.isEmpty && notLoadedForQuota.isEmpty && failed.isEmpty }
+    public var isClean: Bool { unreadable.isEmpty && skippedFolders.isEmpty && notLoadedForQuota.isEmpty && failed.isEmpty && notSavedAgain.isEmpty }
 }
 
 extension VaultUnlockReport.Problem {
@@ -98,9 +102,15 @@ extension Vault {
     ///
     /// Nothing the kernel holds is lost: an item whose file does not hold the kernel's
     /// value and level (a write killed between its kernel change and its commit) is
-    /// saved from the kernel first.
+    /// saved from the kernel first. A dropped key is invalidated, so its serial reads
+    /// nothing afterwards.
+    ///
+    /// A vault unlocked for a folder that is gone (writes refuse then: see
+    /// ``KeychainError/vaultMissing(path:problem:)``) is only forgotten: nothing is
+    /// dropped, and writes from then on are kept in the kernel only, as without a vault.
     @discardableResult
     public func lock(levels: Set<Accessibility.Level> = [.whenUnlocked]) throws(KeychainError) -> (dropped: Int, wasUnlocked: Bool) {
+        if !exists, VaultKeys.removeStash(for: directory) { return (0, true) }
         try requireExisting()
         return try directory.withLock { () throws(KeychainError) in
             let identities = VaultKeys.stashed(for: directory).map(Self.identities(for:))
@@ -134,7 +144,7 @@ extension Vault {
             try write(VaultRecord(service: service, name: name, accessibility: level, deadline: deadline, value: value))
         }
         guard levels.contains(level.level) else { return false }
-        return try own.remove(located)
+        return try own.drop(located)
     }
 
     /// Whether the item's file at `level` opens to exactly `value` and `deadline`.
@@ -243,6 +253,7 @@ extension Vault {
             if let host = hostToAdd { try? directory.commit(directory.stage(Array((host.encoded + "\n").utf8)), to: directory.hostRecipientFile) }
             if !report.notLoadedForQuota.isEmpty { report.quota = KeyQuota.current() }
             let problems = (report.skippedFolders + report.unreadable + report.failed).map { "\($0.what): \($0.reason)" }
+                + report.notSavedAgain.map { "\($0.what) (loaded; its newer value not saved): \($0.reason)" }
                 + (report.notLoadedForQuota.isEmpty ? [] : ["\(report.notLoadedForQuota.count) items did not fit in the key quota"])
             // The boot load does not unlock the vault; it reports only what went wrong.
             if !boot || !problems.isEmpty {
@@ -382,8 +393,13 @@ extension Vault {
                    deadline?.secondsSinceEpoch == record.deadline?.secondsSinceEpoch {
                     report.alreadyLoaded += 1
                 } else {
-                    try saveFromKernel(record.name, in: record.service)
-                    report.updatedFromKernel += 1
+                    do {
+                        try saveFromKernel(record.name, in: record.service)
+                        report.updatedFromKernel += 1
+                    } catch {
+                        // It is loaded: the kernel holds it, only its file is behind.
+                        report.notSavedAgain.append(.init(what: what, reason: error.description))
+                    }
                 }
                 return
             }

@@ -61,6 +61,7 @@ public struct Vault: Sendable {
         if directory.exists || directory.isFile(directory.identityFile) || !directory.entries(of: directory.itemsFolder).isEmpty {
             throw .vaultAlreadyExists(path: vault.path)
         }
+        try directory.checkFoldersAbove()  // before anything is made there (where they exist yet)
         try directory.makeFolder(directory.root)
         // A folder that was there already (made by hand, or another program) must be safe too.
         try directory.checkOwnership()
@@ -149,9 +150,11 @@ public struct Vault: Sendable {
         public var workFactor: Int?
         /// Whether root set up a host key, so `always` items load at boot.
         public var hasHostKey: Bool
-        /// The last unlock (seconds since the epoch) and the last error, from `status`.
+        /// The last unlock (seconds since the epoch), and the last error with when it
+        /// happened (seconds since the epoch), from `status`.
         public var lastUnlock: Int64?
         public var lastError: String?
+        public var lastErrorTime: Int64?
         /// When the login password changed without the old one reaching the vault (root
         /// set it): PAM cannot unlock the vault until `kc vault passwd` catches up.
         public var loginPasswordAhead: Int64?
@@ -159,8 +162,10 @@ public struct Vault: Sendable {
 
     public func status() throws(KeychainError) -> Status {
         guard exists else {
-            return Status(path: path, exists: false, isUnlocked: false, itemCounts: [:], workFactor: nil,
-                          hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: nil, lastError: nil, loginPasswordAhead: nil)
+            // Unlocked for a folder that is gone: writes are refused until it is back.
+            return Status(path: path, exists: false, isUnlocked: isUnlocked, itemCounts: [:], workFactor: nil,
+                          hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: nil, lastError: nil, lastErrorTime: nil,
+                          loginPasswordAhead: nil)
         }
         try directory.checkOwnership()
         var counts: [Accessibility: Int] = [:]
@@ -174,7 +179,8 @@ public struct Vault: Sendable {
         let factor = (try? readIdentityFile()).flatMap { try? Age.scryptWorkFactor(of: $0) }
         let record = readStatusFile()
         return Status(path: path, exists: true, isUnlocked: isUnlocked, itemCounts: counts, workFactor: factor,
-                      hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: record.lastUnlock, lastError: record.lastError,
+                      hasHostKey: VaultKeys.hostRecipient() != nil, lastUnlock: record.lastUnlock,
+                      lastError: record.lastError?.message, lastErrorTime: record.lastError?.time,
                       loginPasswordAhead: record.loginPasswordAhead)
     }
 
@@ -266,14 +272,14 @@ public struct Vault: Sendable {
     }
 
     /// Records an unlock's outcome for `kc vault status` (best effort): the time of the
-    /// last success, and the last error. Only an unlock with the passphrase clears an
-    /// error (`clearsError`): PAM's session step, which loads with what the auth step
-    /// left, must not hide why the auth step failed.
+    /// last success, and the last error with its time. Only an unlock with the
+    /// passphrase clears an error (`clearsError`): PAM's session step, which loads with
+    /// what the auth step left, must not hide why the auth step failed.
     internal func recordStatus(unlocked: Bool, error: String?, clearsError: Bool = true) {
         var record = readStatusFile()
         if unlocked { record.lastUnlock = Deadline.now }
         if let error {
-            record.lastError = "\(Deadline.now) " + error.filter { $0 != "\n" }
+            record.lastError = (Deadline.now, error.filter { $0 != "\n" })
         } else if unlocked, clearsError {
             record.lastError = nil
         }
@@ -288,10 +294,11 @@ public struct Vault: Sendable {
         writeStatusFile(record)
     }
 
-    /// The status file: `unlocked TIME`, `error TIME TEXT`, `login-password-ahead TIME`.
+    /// The status file: `unlocked SECONDS`, `error SECONDS MESSAGE`,
+    /// `login-password-ahead SECONDS` lines.
     private struct StatusRecord {
         var lastUnlock: Int64?
-        var lastError: String?
+        var lastError: (time: Int64, message: String)?
         var loginPasswordAhead: Int64?
     }
 
@@ -300,14 +307,17 @@ public struct Vault: Sendable {
         guard let bytes = try? directory.read(directory.statusFile) else { return record }
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             if line.hasPrefix("unlocked ") { record.lastUnlock = Int64(line.dropFirst(9)) }
-            if line.hasPrefix("error ") { record.lastError = String(line.dropFirst(6)) }
+            if line.hasPrefix("error ") {
+                let fields = line.dropFirst(6).split(separator: " ", maxSplits: 1)
+                if fields.count == 2, let time = Int64(fields[0]) { record.lastError = (time, String(fields[1])) }
+            }
             if line.hasPrefix("login-password-ahead ") { record.loginPasswordAhead = Int64(line.dropFirst(21)) }
         }
         return record
     }
 
     private func writeStatusFile(_ record: StatusRecord) {
-        let text = (record.lastUnlock.map { "unlocked \($0)\n" } ?? "") + (record.lastError.map { "error \($0)\n" } ?? "")
+        let text = (record.lastUnlock.map { "unlocked \($0)\n" } ?? "") + (record.lastError.map { "error \($0.time) \($0.message)\n" } ?? "")
             + (record.loginPasswordAhead.map { "login-password-ahead \($0)\n" } ?? "")
         if let staged = try? directory.stage(Array(text.utf8)) { try? directory.commit(staged, to: directory.statusFile) }
     }

@@ -117,10 +117,55 @@ internal struct VaultDirectory: Sendable {
 
     /// Refuses a vault folder that is not a real folder of the caller's with mode 0700:
     /// another user could read names, replace files, or plant items.
+    /// The folders above it are checked too (``checkFoldersAbove()``).
     func checkOwnership() throws(KeychainError) {
         let info = try status(of: root)
         guard let info else { throw .vaultNotInitialized(path: root.description) }
         try check(info, of: root, isFolder: true)
+        try checkFoldersAbove()
+    }
+
+    /// Refuses a vault under a folder that someone else could change, as OpenSSH's
+    /// StrictModes does: whoever can write in a folder on the way can move the vault
+    /// away and put one of theirs in its place (kc would then save new items to their
+    /// key, and load their items). Each folder above the vault, links resolved, must be
+    /// root's or the owner's and not writable by group or others, except a sticky
+    /// folder such as /tmp, where nobody can move another's entries: there the next
+    /// folder must be the owner's own. Inside a user namespace (`podman unshare`,
+    /// rootless podman's secret driver) the folders of uids it does not map, root's
+    /// among them, show as the overflow uid (65534): such a folder counts as root's,
+    /// since from inside it cannot be told apart (the other rules still hold).
+    func checkFoldersAbove() throws(KeychainError) {
+        guard let resolved = try root.parent.withCString({ realpath($0, nil) }) else { return }  // no parent: no vault either
+        let real = VaultPath(bytes: cStringBytes(resolved))
+        free(resolved)
+        var folder = VaultPath("/")
+        var components = real.bytes.split(separator: UInt8(ascii: "/")).map(Array.init)[...]
+        var stickyAbove: VaultPath? = nil
+        while true {
+            guard let info = try folder.withCString({ path -> stat? in
+                var info = stat()
+                return stat(path, &info) == 0 ? info : nil
+            }) else { return }  // moved meanwhile: the vault's own checks report it
+            let whose = Accounts.name(ofUser: info.st_uid) ?? String(info.st_uid)
+            if let sticky = stickyAbove, info.st_uid != owner {
+                throw .vaultUnsafe(path: folder.description, problem: "(above the vault) is in the shared folder \(sticky) but belongs to \(whose), not to you",
+                                   fix: "keep the vault under a folder of your own there (set XDG_DATA_HOME)")
+            }
+            guard info.st_uid == 0 || info.st_uid == owner || info.st_uid == Self.unmappedOwner else {
+                throw .vaultUnsafe(path: folder.description, problem: "(above the vault) belongs to \(whose), who could move the vault away and put another in its place",
+                                   fix: "keep the vault under folders of yours (set XDG_DATA_HOME)")
+            }
+            let openToOthers = info.st_mode & 0o022 != 0
+            if openToOthers && info.st_mode & S_ISVTX == 0 {
+                let mode = String(info.st_mode & 0o7777, radix: 8)
+                throw .vaultUnsafe(path: folder.description, problem: "(above the vault) has mode \(mode): group or others can write in it, and so move the vault away and put another in its place",
+                                   fix: "run 'chmod go-w \(folder)', or keep the vault elsewhere (set XDG_DATA_HOME)")
+            }
+            stickyAbove = openToOthers ? folder : nil
+            guard let next = components.popFirst() else { return }
+            folder = folder.bytes == [UInt8(ascii: "/")] ? VaultPath(bytes: [UInt8(ascii: "/")] + next) : folder.appending(bytes: next)
+        }
     }
 
     /// The fixes never remove anything inside the vault: a folder or file there holds
@@ -270,9 +315,7 @@ internal struct VaultDirectory: Sendable {
         let name = "new-" + String(generator.next() as UInt64, radix: 36) + String(generator.next() as UInt64, radix: 36)
         let path = temporaryFolder.appending(name)
         let fd = try path.withCString { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600) }
-        guard fd >= 0 else {
-            throw .vaultIOFailed(path: path.description, action: "create", reason: Errno(rawValue: errno).description)
-        }
+        guard fd >= 0 else { throw failure(Errno(rawValue: errno), action: "create", path) }
         var failure: Errno? = nil
         bytes.withUnsafeBytes { raw in
             var offset = 0
@@ -290,9 +333,41 @@ internal struct VaultDirectory: Sendable {
         if close(fd) != 0, failure == nil, errno != EINTR { failure = Errno(rawValue: errno) }
         if let failure {
             remove(path)
-            throw .vaultIOFailed(path: path.description, action: "write", reason: failure.description)
+            throw self.failure(failure, action: "write", path)
         }
         return StagedFile(path: path)
+    }
+
+    /// The owner a folder shows inside a user namespace when its owner is not mapped
+    /// there (`kernel.overflowuid`); nil outside one.
+    private static let unmappedOwner: uid_t? = UserNamespace.outsideUID == nil ? nil : readSysctl("kernel/overflowuid").map { uid_t($0) }
+
+    /// A file or folder of the vault could not be made or written: a disk with no room
+    /// left is said so (``KeychainError/vaultFull(path:reason:)``, ENOSPC through the
+    /// mount), anything else is an I/O failure of that path.
+    private func failure(_ errno: Errno, action: String, _ path: VaultPath) -> KeychainError {
+        if errno == .noSpace || errno == .diskQuotaExceeded { return .vaultFull(path: root.description, reason: errno.description) }
+        return .vaultIOFailed(path: path.description, action: action, reason: errno.description)
+    }
+
+    /// Refuses now (``KeychainError/vaultFull(path:reason:)``) when the vault's disk
+    /// clearly has no room for a new file of about `size` bytes: no inode left, or fewer
+    /// free blocks than the file needs and one more (its folder may be new). A writer that
+    /// learns the size before it stores (the mount, at each write(2)) asks, so it is told
+    /// at the write and not only when the file is staged. Where statvfs cannot tell,
+    /// staging still fails on a full disk, before the kernel changes.
+    func checkRoom(forFileOf size: Int) throws(KeychainError) {
+        var info = statvfs()
+        guard (try root.withCString { statvfs($0, &info) }) == 0 else { return }
+        if info.f_files > 0 && info.f_favail == 0 {
+            throw .vaultFull(path: root.description, reason: "no inode left")
+        }
+        let block = max(Int(info.f_frsize), 1)
+        let needed = (size + block - 1) / block * block + block
+        let free = Int(clamping: info.f_bavail).multipliedReportingOverflow(by: block)
+        if !free.overflow && free.partialValue < needed {
+            throw .vaultFull(path: root.description, reason: "\(free.partialValue) bytes free, a file of \(size) bytes needs \(needed)")
+        }
     }
 
     /// That the commit's rename to `target` can be made: its folder exists and can be
@@ -375,7 +450,7 @@ internal struct VaultDirectory: Sendable {
             if inside, let problem = unusableFolder(folder) { throw problem }
             return
         }
-        throw .vaultIOFailed(path: folder.description, action: "create", reason: Errno(rawValue: errno).description)
+        throw failure(Errno(rawValue: errno), action: "create", folder)
     }
 
     private func syncFolder(_ folder: VaultPath) {

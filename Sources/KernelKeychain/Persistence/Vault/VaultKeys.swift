@@ -51,6 +51,19 @@ internal enum VaultKeys {
         return try? AgeX25519Identity(secretKey: secret)
     }
 
+    /// Whether the vault is unlocked, as cheaply as it can be told: one search of the
+    /// user keyring, which a write without a vault folder pays (see
+    /// ``Vault/forWriting()``). Only a search the kernel refuses (the user keyring not
+    /// possessed) goes on to ``stashKey(for:)``'s linking; "not found" is the answer.
+    static func isStashed(for directory: VaultDirectory) -> Bool {
+        guard let anchor = try? Anchor.user.serialForReading() else { return false }
+        do {
+            return try anchor.search(type: "user", description: stashDescription(for: directory)) != nil
+        } catch {
+            return stashKey(for: directory) != nil
+        }
+    }
+
     static func stashKey(for directory: VaultDirectory) -> KeySerial? {
         guard let anchor = try? Anchor.user.serialForReading() else { return nil }
         if let found = try? anchor.search(type: "user", description: stashDescription(for: directory)) { return found }

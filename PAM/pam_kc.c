@@ -157,19 +157,30 @@ static void kc_run(pam_handle_t *pamh, int argc, const char **argv, const char *
         pam_syslog(pamh, LOG_ERR, "socketpair: %s", strerror(errno));
         return;
     }
+    /* While kc runs, SIGCHLD takes its default action, as pam_unix does for its helper:
+     * a program that ignores it (its children are then reaped by the kernel, and
+     * waitpid cannot wait for them) or reaps them in a handler would otherwise let
+     * the login go on before kc is done. */
+    struct sigaction default_action, saved_action;
+    memset(&default_action, 0, sizeof default_action);
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    sigaction(SIGCHLD, &default_action, &saved_action);
     pid_t child = fork();
     if (child < 0) {
         pam_syslog(pamh, LOG_ERR, "fork: %s", strerror(errno));
-        close(pair[0]);
+    } else if (child == 0) {
+        kc_exec_child(pair[1], options.kc, arguments, user, type, service);
+    } else {
         close(pair[1]);
-        return;
+        pair[1] = -1;
+        kc_send_all(pair[0], input, length);
+        shutdown(pair[0], SHUT_WR);
+        kc_wait(pamh, child, options.timeout);
     }
-    if (child == 0) kc_exec_child(pair[1], options.kc, arguments, user, type, service);
-    close(pair[1]);
-    kc_send_all(pair[0], input, length);
-    shutdown(pair[0], SHUT_WR);
-    kc_wait(pamh, child, options.timeout);
+    sigaction(SIGCHLD, &saved_action, NULL);
     close(pair[0]);
+    if (pair[1] >= 0) close(pair[1]);
 }
 
 static char *kc_unlock[] = {"unlock", "--pam", NULL};

@@ -81,18 +81,8 @@ final class VaultLoginTests: VaultTestCase {
         guard getuid() == 0 else { throw XCTSkip("needs root: PAM, and a test account") }
         let service = "kc-test.\(getpid()).vault-pam"
         let home = try accountWithVault(service: service)
-        // Runs in pamtester's process after kc's session step, as root: records, as the
-        // account and in that same session keyring, what the session holds.
-        let folder = try makeVault(create: false)
-        XCTAssertEqual(chmod(folder.dataHome, 0o755), 0)
-        let script = folder.dataHome + "/record.sh", output = folder.dataHome + "/session.txt"
-        try """
-            #!/bin/sh
-            uid=$(id -u "$PAM_USER"); gid=$(id -g "$PAM_USER")
-            { echo "type=$PAM_TYPE"; setpriv --reuid="$uid" --regid="$gid" --clear-groups "$2" ls -l \(service) | cut -f1,2; } >> "$1" 2>&1
-            """.write(toFile: script, atomically: true, encoding: .utf8)
-        XCTAssertEqual(chmod(script, 0o755), 0)
-        let pam = try pamService(record: (script, output))
+        let recorder = try sessionRecorder(service)
+        let pam = try pamService(record: recorder)
 
         let login = try pamtester(pam, ["authenticate", "open_session"], password: password)
         XCTAssertEqual(login.status, 0, "\(login)")
@@ -104,7 +94,7 @@ final class VaultLoginTests: VaultTestCase {
         // vault unlocked, `kc ls` fills with the when-unlocked item as a new login's would.
         XCTAssertEqual(view.output, "boot\talways\nuser\tafter-first-unlock\nuser value user=0\nboot value boot=0\nunlocked=1\n",
                        "the auth step loaded after-first-unlock and always items and left the vault unlocked: \(view)")
-        let session = try String(contentsOfFile: output, encoding: .utf8)
+        let session = try String(contentsOfFile: recorder.output, encoding: .utf8)
         XCTAssertEqual(session, "type=open_session\nboot\talways\nsession\twhen-unlocked\nuser\tafter-first-unlock\n",
                        "the session step loaded the when-unlocked item into the login's session keyring")
     }
@@ -314,8 +304,9 @@ final class VaultLoginTests: VaultTestCase {
         return name
     }
 
-    /// A script for ``loginService(_:module:kc:record:)`` that writes, as the account and
-    /// in the login's own session keyring, `kc ls -l SERVICE` of the session.
+    /// A script for a PAM service's session stack, run in pamtester's process after kc's
+    /// session step, as root: it writes, as the account and in that same session keyring,
+    /// `kc ls -l SERVICE` of the session.
     private func sessionRecorder(_ service: String) throws -> (script: String, output: String) {
         let folder = try makeVault(create: false)
         XCTAssertEqual(chmod(folder.dataHome, 0o755), 0)

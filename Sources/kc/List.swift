@@ -18,8 +18,10 @@ extension KC {
             another user shares with you; its items' level is theirs to know ('-').
 
             With the vault unlocked, the items it keeps for this session that the kernel
-            lacks (a new login session, an expired persistent keyring) are loaded first,
-            as 'kc get' does on a miss; with it locked, kc lists what the kernel has.
+            lacks (saved by another session, an expired persistent keyring) are loaded
+            first, as 'kc get' does on a miss: when-unlocked ones only in a login session
+            that unlocked (cron and services get none); with it locked, kc lists what the
+            kernel has.
 
             Names are bytes and are printed exactly. --json (stable): without SERVICE,
             {"services": ["name", ...]}; with SERVICE, {"service": "name", "items":

@@ -71,9 +71,9 @@ enum FastPath {
             guard let given = Accessibility.Level(rawValue: text) else { return }
             level = given
         }
-        var duration: Duration? = nil
+        var duration: TimeoutChoice? = nil
         if let text = line.value(timeout) {
-            guard let given = parseTimeout(text) else { return }
+            guard let given = TimeoutChoice(text) else { return }
             duration = given
         }
         finish {

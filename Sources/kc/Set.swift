@@ -21,8 +21,8 @@ extension KC {
             A new value for an existing item keeps what the item is: its level, its
             device-only flag and its deadline, as a save through 'kc mount' does. Only
             an option given changes one: --access (and --this-device-only) the level,
-            --timeout the deadline. A new item is when-unlocked, with no deadline,
-            unless the options say otherwise.
+            --timeout the deadline (--timeout none: no deadline any more). A new item
+            is when-unlocked, with no deadline, unless the options say otherwise.
 
             With --group GROUP the service is shared with that Unix group (see 'kc share');
             with --from USER (or --group) and a service another user shares with you
@@ -48,15 +48,15 @@ extension KC {
         var ephemeral = false
 
         @Option(help: ArgumentHelp(
-            "Let the kernel expire the item after this long: 90s, 15m, 2h, 7d, 1w, or a run such as 1h30m. Without it an existing item keeps its deadline (or none).",
+            "Let the kernel expire the item after this long: 90s, 15m, 2h, 7d, 1w, or a run such as 1h30m; 'none' removes an existing item's deadline. Without it an existing item keeps its deadline (or none).",
             valueName: "duration"),
             transform: { text in
-                guard let duration = parseTimeout(text) else {
-                    throw ValidationError("invalid timeout '\(text)': use a positive duration such as 90s, 15m, 2h, 7d or 1h30m")
+                guard let choice = TimeoutChoice(text) else {
+                    throw ValidationError("invalid timeout '\(text)': use a positive duration such as 90s, 15m, 2h, 7d or 1h30m, or 'none'")
                 }
-                return duration
+                return choice
             })
-        var timeout: Duration?
+        var timeout: TimeoutChoice?
 
         func validate() throws {
             try item.validate()
@@ -73,6 +73,22 @@ extension KC {
     }
 }
 
+/// `kc set --timeout`: a duration, or `none` to take an existing item's deadline away.
+enum TimeoutChoice: Equatable {
+    case after(Duration)
+    case none
+
+    init?(_ text: String) {
+        if text == "none" {
+            self = .none
+        } else if let duration = parseTimeout(text) {
+            self = .after(duration)
+        } else {
+            return nil
+        }
+    }
+}
+
 /// What `kc set` does once its arguments are read, by the parser or by ``FastPath``.
 struct StoreRequest {
     var service: KeyName
@@ -82,19 +98,26 @@ struct StoreRequest {
     /// --this-device-only: without --access, at an existing item's level.
     var thisDeviceOnly = false
     var ephemeral = false
-    var timeout: Duration?
+    /// --timeout; nil keeps an existing item's deadline.
+    var timeout: TimeoutChoice?
     var group: String?
     var owner: String?
     var groupWritable = false
 
     func run() throws {
         // Group and owner are checked before the value is asked for.
+        var duration: Duration? = nil
+        if case .after(let given) = timeout { duration = given }
         var keychain = try openKeychain(service, accessibility: level.map { Accessibility(level: $0, thisDeviceOnly: thisDeviceOnly) },
-                                        timeout: timeout, group: group, owner: owner, groupWritable: groupWritable).ephemeral(ephemeral)
+                                        timeout: duration, group: group, owner: owner, groupWritable: groupWritable).ephemeral(ephemeral)
         if level == nil && thisDeviceOnly { keychain = keychain.thisDeviceOnly() }
         var value = try readValue()
         defer { value.overwriteWithZeros() }
-        try keychain.set(value, forKey: key)
+        if timeout == TimeoutChoice.none {
+            try keychain.set(value, forKey: key, until: nil)
+        } else {
+            try keychain.set(value, forKey: key)
+        }
         if level == .always && !ephemeral, let vault = try? Vault.atDefaultLocation(), vault.exists, !HostKey.exists {
             standardError("kc: note: without a host key (sudo kc vault host-init) always items come back after a reboot at your first 'kc unlock', not at boot")
         }

@@ -89,6 +89,25 @@ final class SetKeepsTheItemTests: VaultTestCase {
         XCTAssertEqual(vault.itemFiles(), ["always/\(service)/token"])
     }
 
+    func testTimeoutNoneTakesTheDeadlineAwayAndKeepsTheLevel() throws {
+        let (vault, service, before) = try alwaysTokenWithADeadline()
+        XCTAssertNotNil(before.deadline)
+        for spelling in [["--timeout", "none"], ["--timeout=none"]] {
+            XCTAssertEqual(try vault.set(service, "token", "new", options: spelling).status, 0, "\(spelling)")
+            let after = try kernelItem(service, "token")
+            XCTAssertEqual(after.level, "always", "\(spelling) keeps the level")
+            XCTAssertNil(after.deadline, "\(spelling): no deadline any more")
+            XCTAssertEqual(procKeysExpiry(serial: try XCTUnwrap(Keychain(service: service).item("token")).serial.rawValue), "perm")
+            XCTAssertEqual(try vault.get(service, "token").output, "new")
+            XCTAssertEqual(vault.itemFiles(), ["always/\(service)/token"])
+            XCTAssertEqual(try vault.set(service, "token", "old", options: ["--timeout", "2h"]).status, 0)
+        }
+        let refused = try vault.set(service, "token", "newer", options: ["--timeout", "never"])
+        XCTAssertEqual(refused.status, 64, "\(refused)")
+        XCTAssertTrue(refused.standardError.contains("invalid timeout 'never': use a positive duration such as 90s, 15m, 2h, 7d or 1h30m, or 'none'"), refused.standardError)
+        XCTAssertEqual(try vault.get(service, "token").output, "old", "a refused timeout changes nothing")
+    }
+
     func testThisDeviceOnlyAloneKeepsTheLevel() throws {
         let vault = try makeVault()
         let service = uniqueService()

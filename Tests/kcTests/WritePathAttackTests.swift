@@ -42,8 +42,8 @@ final class WritePathAttackTests: VaultTestCase {
 
     // MARK: Stale deadline records
 
-    /// `kc set --timeout 1h S K`, then `kc set S K` (no timeout) killed at each of its
-    /// keyring calls: whatever the kill left, an item /proc/keys shows without expiry
+    /// `kc set --timeout 1h S K`, then `kc set --timeout none S K` (the deadline taken
+    /// away) killed at each of its keyring calls: whatever the kill left, an item /proc/keys shows without expiry
     /// keeps none after the next save through the mount (which trusts kc's deadline
     /// record alone). Found when the untimed set updated the key in place (clearing its
     /// expiry) and dropped the record after: killed between, the save gave the item its
@@ -57,7 +57,7 @@ final class WritePathAttackTests: VaultTestCase {
         var killedAfterUpdate = 0
         for call in 1...40 {
             XCTAssertEqual(try kc(["set", "--timeout", "1h", service, "K"], input: Array("v1".utf8)).status, 0)
-            let killed = try kcKilled(at: "add_key,keyctl", call: call, ["set", service, "K"], input: "v2")
+            let killed = try kcKilled(at: "add_key,keyctl", call: call, ["set", "--timeout", "none", service, "K"], input: "v2")
             if killed.status == 0 { break }
             XCTAssertTrue([SIGKILL, 128 + SIGKILL].contains(killed.status), "call \(call): \(killed)")
             guard let before = try listed(service, "K") else { bad.append("call \(call): the item is gone"); continue }

@@ -110,6 +110,23 @@ internal enum Accounts {
         uid(ofUser: text) ?? UInt32(text)
     }
 
+    /// Every group `name` is in: its primary group `gid` and each group that lists it,
+    /// as login gives them (`getgrouplist`, which a static kc must not call: NSS would
+    /// load its modules into a program with no loader).
+    static func groups(ofUser name: String, primary gid: UInt32) -> [gid_t] {
+        if !canUseNSS {
+            return [gid] + LocalDatabase.groups().filter { $0.gid != gid && $0.members.contains(name) }.map(\.gid)
+        }
+        var count: Int32 = 64
+        while true {
+            var groups = [gid_t](repeating: 0, count: Int(count))
+            var found = count
+            if getgrouplist(name, gid, &groups, &found) >= 0 { return Array(groups.prefix(Int(found))) }
+            guard found > count else { return [gid] }
+            count = found
+        }
+    }
+
     static func supplementaryGroups() -> [UInt32] {
         let count = getgroups(0, nil)
         guard count > 0 else { return [] }

@@ -24,7 +24,8 @@ public enum PAMUser {
             // Every group of the user, as login gives them: a shared service's items load
             // only for its group's members. As root, setgid and setuid set the real,
             // effective and saved ids alike.
-            guard initgroups(name, gid_t(account.gid)) == 0, setgid(account.gid) == 0, setuid(account.uid) == 0
+            var groups = Accounts.groups(ofUser: name, primary: account.gid)
+            guard setgroups(groups.count, &groups) == 0, setgid(account.gid) == 0, setuid(account.uid) == 0
             else {
                 throw .cannotSwitchUser(user: name, reason: String(cString: strerror(errno)))
             }

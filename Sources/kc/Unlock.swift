@@ -137,12 +137,17 @@ extension KC {
 
         func run() throws {
             let vault = try Vault.atDefaultLocation()
-            let (dropped, wasUnlocked) = try vault.lock(levels: Swift.Set(levels + [.whenUnlocked]))
+            let (dropped, wasUnlocked, skipped) = try vault.lock(levels: Swift.Set(levels + [.whenUnlocked]))
             guard vault.exists else {
                 standardError("kc: locked the vault at \(vault.path), whose folder is gone: nothing was dropped; items you store from now on are kept in the kernel only, until you put the folder back and run 'kc unlock'")
                 return
             }
             standardError("kc: locked\(wasUnlocked ? "" : " (it was not unlocked)"); dropped \(dropped) items from the kernel")
+            // Their items may still be in the kernel: say so, and what makes a lock drop them.
+            for problem in skipped {
+                standardError("kc: not dropped, folder skipped: \(problem.what) \(problem.reason), then run 'kc lock' again")
+            }
+            if !skipped.isEmpty { throw ExitStatus.failure }
         }
     }
 }

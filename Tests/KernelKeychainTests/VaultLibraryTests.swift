@@ -39,7 +39,8 @@ final class VaultLibraryTests: VaultTestCase {
         XCTAssertEqual(status.itemCounts[.always], 1)
         XCTAssertEqual(status.workFactor, 10)
 
-        let (dropped, wasUnlocked) = try vault.lock(levels: [.whenUnlocked, .always])
+        let (dropped, wasUnlocked, skipped) = try vault.lock(levels: [.whenUnlocked, .always])
+        XCTAssertEqual(skipped, [])
         XCTAssertEqual(dropped, 2)
         XCTAssertTrue(wasUnlocked)
         XCTAssertFalse(vault.isUnlocked)

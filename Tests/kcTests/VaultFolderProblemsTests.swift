@@ -81,6 +81,28 @@ final class VaultFolderProblemsTests: VaultTestCase {
         XCTAssertEqual(try setup.vault.get(setup.broken, "a").output, "\(setup.broken) a")
     }
 
+    func testKcLockNamesAFolderWhoseItemsItCouldNotDrop() throws {
+        let vault = try makeVault()
+        let broken = uniqueService("broken"), good = uniqueService("good")
+        for service in [broken, good] {
+            XCTAssertEqual(try vault.set(service, "a", "\(service) a").status, 0)
+        }
+        let folder = "\(vault.path)/items/when-unlocked/\(broken)"
+        XCTAssertEqual(chmod(folder, 0o755), 0)
+        let locked = try vault.lock()
+        XCTAssertEqual(locked.status, 2, "\(locked)")
+        XCTAssertEqual(locked.standardError.split(separator: "\n").map(String.init), [
+            "kc: locked; dropped 1 items from the kernel",
+            "kc: not dropped, folder skipped: \(folder) has mode 755: other users may read or change it; run 'chmod 700 \(folder)' and check nothing was changed, then run 'kc lock' again",
+        ])
+        XCTAssertFalse(vault.isStashed, "the vault's key is forgotten all the same")
+        XCTAssertNil(try Keychain(service: good).data(forKey: "a"), "the other service's item is dropped")
+        XCTAssertEqual(try Keychain(service: broken).string(forKey: "a"), "\(broken) a", "this one is still in the kernel, as the message says")
+        XCTAssertEqual(chmod(folder, 0o700), 0)
+        XCTAssertEqual(try vault.lock().status, 0)
+        XCTAssertNil(try Keychain(service: broken).data(forKey: "a"), "after the fix a lock drops it")
+    }
+
     func testAServiceFolderTheGroupMayWriteIsNamedToo() throws {
         let setup = try vaultWithABrokenServiceFolder(level: "after-first-unlock") { XCTAssertEqual(chmod($0, 0o770), 0) }
         try assertReported(setup, reason: "has mode 770: other users may read or change it",

@@ -98,7 +98,9 @@ extension Vault {
 
     /// Locks the vault: drops the items at `levels` that the vault holds from the kernel
     /// (as a screen lock would; items stored with `--ephemeral` stay) and forgets the
-    /// identity. Returns how many items were dropped and whether it was unlocked.
+    /// identity. Returns how many items were dropped, whether it was unlocked, and the
+    /// folders kc will not use (open to others, another user's), whose items it could not
+    /// drop: each with what is wrong and the fix, as `kc unlock` names them.
     ///
     /// Nothing the kernel holds is lost: an item whose file does not hold the kernel's
     /// value and level (a write killed between its kernel change and its commit) is
@@ -109,22 +111,23 @@ extension Vault {
     /// ``KeychainError/vaultMissing(path:problem:)``) is only forgotten: nothing is
     /// dropped, and writes from then on are kept in the kernel only, as without a vault.
     @discardableResult
-    public func lock(levels: Set<Accessibility.Level> = [.whenUnlocked]) throws(KeychainError) -> (dropped: Int, wasUnlocked: Bool) {
-        if !exists, VaultKeys.removeStash(for: directory) { return (0, true) }
+    public func lock(levels: Set<Accessibility.Level> = [.whenUnlocked]) throws(KeychainError)
+        -> (dropped: Int, wasUnlocked: Bool, skipped: [VaultUnlockReport.Problem]) {
+        if !exists, VaultKeys.removeStash(for: directory) { return (0, true, []) }
         try requireExisting()
         return try directory.withLock { () throws(KeychainError) in
             let identities = VaultKeys.stashed(for: directory).map(Self.identities(for:))
             if let identities { settleStaged(with: identities, keepingUnopened: true) }
             var dropped = 0
             var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
+            var skipped: [VaultUnlockReport.Problem] = []
             for accessibility in Accessibility.allCases where levels.contains(accessibility.level) {
-                var skipped: [VaultUnlockReport.Problem] = []  // their items stay; unlock names them
                 for (service, name) in files(at: accessibility, skipped: &skipped) {
                     if try drop(name, in: service, levels: levels, identities: identities, shown: &shown) { dropped += 1 }
                 }
             }
             let wasUnlocked = VaultKeys.removeStash(for: directory)
-            return (dropped, wasUnlocked)
+            return (dropped, wasUnlocked, skipped)
         }
     }
 

@@ -32,7 +32,17 @@ final class SocketDirectorySafetyTests: XCTestCase {
         chmod(directory, 0o770)
         XCTAssertEqual(SocketDirectorySafety.problem(with: directory), "is writable by its group or by others")
         chmod(directory, 0o1777)
-        XCTAssertNil(SocketDirectorySafety.problem(with: directory), "unless it is sticky")
+        XCTAssertNil(SocketDirectorySafety.problem(with: directory), "unless it is sticky, above the socket's own")
+    }
+
+    func testASharedStickyDirectoryCannotHoldTheSocketItself() {
+        let shared = "is shared (writable by others, sticky): another user may bind the socket's name first"
+        XCTAssertEqual(SocketDirectorySafety.problem(with: "/tmp", holdsSocket: true), shared)
+        XCTAssertEqual(SocketDirectorySafety.unsafeDirectory(holding: "/tmp")?.problem, shared)
+        chmod(directory, 0o1777)
+        XCTAssertEqual(SocketDirectorySafety.unsafeDirectory(holding: directory)?.directory, directory)
+        chmod(directory, 0o700)
+        XCTAssertNil(SocketDirectorySafety.unsafeDirectory(holding: directory), "a private directory under /tmp is fine")
     }
 
     func testASafeDirectoryUnderAnUnsafeOneIsUnsafe() {

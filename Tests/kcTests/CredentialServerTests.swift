@@ -276,6 +276,17 @@ final class CredentialServerTests: KeyringTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: socketPath))
     }
 
+    func testASocketInASharedStickyDirectoryIsRefused() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("v", forKey: "token")
+        // In /tmp another user may bind the socket's name while no server holds it
+        // (before a start, after a stop or a reboot), and systemd would read their values.
+        let socket = "/tmp/kc-test-credentials-\(getpid()).sock"
+        try assertServerRefuses(["--service", service], socket: socket,
+                                saying: "kc: /tmp is shared (writable by others, sticky): another user may bind the socket's name first")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: socket), "nothing is left behind")
+    }
+
     func testASocketUnderADirectoryOthersCanWriteIsRefused() throws {
         let service = uniqueService()
         try Keychain(service: service).set("v", forKey: "token")

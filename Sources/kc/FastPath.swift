@@ -147,6 +147,7 @@ enum FastPath {
     private static func finish(_ body: () throws -> Void) -> Never {
         do {
             try body()
+            try flushStandardOutput()
             exit(0)
         } catch {
             KC.exit(after: error)

@@ -12,5 +12,5 @@ func printJSON(_ value: some Encodable) throws {
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
     var bytes = Array(try encoder.encode(value))
     bytes.append(UInt8(ascii: "\n"))
-    bytes.withUnsafeBytes { _ = writeAll(fd: 1, $0) }
+    try writeStandardOutput(bytes)
 }

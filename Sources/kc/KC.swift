@@ -42,6 +42,7 @@ struct KC: ParsableCommand {
         do {
             var command = try parseAsRoot()
             try command.run()
+            try flushStandardOutput()
             Glibc.exit(0)
         } catch {
             exit(after: error)
@@ -54,6 +55,10 @@ struct KC: ParsableCommand {
     /// parse or validation error as one `kc: ` line and 64; help and --version print.
     static func exit(after error: any Error) -> Never {
         if let exit = error as? ExitCode { Glibc.exit(exit.rawValue) }
+        if let output = error as? OutputFailure {
+            standardError("kc: " + output.message)
+            Glibc.exit(ExitStatus.failure.rawValue)
+        }
         if let failure = error as? KeychainError { Glibc.exit(fail(failure).rawValue) }
         let code = exitCode(for: error)
         guard code != .success else { self.exit(withError: error) }

@@ -77,24 +77,24 @@ extension KC {
                 return try printJSON(ItemList(service: serviceName, items: items.map(ItemEntry.init)))
             }
             var output = OutputLines()
-            defer { output.write() }
             for item in items {
                 guard long else { output.add(item.name); continue }
                 let left = item.secondsLeft.map(formatSeconds) ?? "-"
                 output.add(item.name, "\t\(item.accessibility?.name ?? "-")\t\(item.size)\t\(left)\t\(item.serial)")
             }
+            try output.write()
         }
 
         private func listShared() throws {
             let found = try Keychain.sharedServices(group: sharedService.group, owner: sharedService.owner)
             if json { return try printJSON(SharedList(shared: found.map(SharedEntry.init))) }
             var output = OutputLines()
-            defer { output.write() }
             for entry in found {
                 guard long else { output.add(entry.ownerName, "/", entry.service); continue }
                 output.add(entry.ownerName, "/", entry.service,
                           "\t\(entry.sharing.group.name)\t\(entry.sharing.isGroupWritable ? "writable" : "read-only")")
             }
+            try output.write()
         }
     }
 }
@@ -104,7 +104,7 @@ func listServiceNames() throws {
     let services = try Keychain.services()
     var output = OutputLines()
     for name in services { output.add(name) }
-    output.write()
+    try output.write()
 }
 
 /// Plain `kc ls SERVICE`: one item name per line, without the /proc/keys read that
@@ -115,7 +115,7 @@ func listItemNames(service: KeyName, group: String?, owner: String?) throws {
     if names.isEmpty { try requireService(keychain, named: service) }
     var output = OutputLines()
     for name in names { output.add(name) }
-    output.write()
+    try output.write()
 }
 
 /// A service with no items lists nothing; one that does not exist is an error (exit 1).

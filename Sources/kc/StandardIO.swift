@@ -93,9 +93,28 @@ struct OutputLines {
         bytes.append(UInt8(ascii: "\n"))
     }
 
-    /// Writes the lines to standard output; false if it could not be written.
-    @discardableResult
-    func write() -> Bool {
-        bytes.withUnsafeBytes { writeAll(fd: 1, $0) }
+    /// Writes the lines to standard output (``writeStandardOutput(_:)``).
+    func write() throws {
+        try writeStandardOutput(bytes)
     }
+}
+
+/// Writes `bytes` to standard output whole. A write that fails (standard output closed,
+/// a full disk, a reader gone) is reported in one line and exits 2, as `kc get` does:
+/// a script must not take a cut-off listing for the whole.
+func writeStandardOutput(_ bytes: [UInt8]) throws {
+    guard bytes.withUnsafeBytes({ writeAll(fd: 1, $0) }) else { throw OutputFailure(errno: errno) }
+}
+
+/// Reports what `print` could not write: stdio holds the output until the stream is
+/// flushed, so the exits flush every stream here (`fflush(NULL)`: Swift 6 does not let
+/// code name the global `stdout`) and report a failure.
+func flushStandardOutput() throws {
+    if fflush(nil) != 0 { throw OutputFailure(errno: errno) }
+}
+
+/// Standard output could not be written; the exits report it once (exit 2).
+struct OutputFailure: Error {
+    var errno: Int32
+    var message: String { "cannot write to standard output: \(String(cString: strerror(errno)))" }
 }

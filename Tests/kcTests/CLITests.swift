@@ -19,6 +19,24 @@ final class CLITests: KeyringTestCase {
         XCTAssertTrue(result.output.hasPrefix("user;\(getuid());\(getgid());003f0000;second"), "\(result)")
     }
 
+    func testOutputThatCannotBeWrittenIsAFailureNotASuccess() throws {
+        let service = uniqueService()
+        XCTAssertEqual(try kc(["set", service, "token"], input: Array("v".utf8)).status, 0)
+        // A script must not take a cut-off listing for the whole: standard output closed,
+        // or a full disk, is one line and exit 2, in the parsed and the plain spellings.
+        let listings = [["ls"], ["ls", service], ["ls", "--long", service], ["ls", "--json"], ["ls", "--json", service],
+                        ["doctor", "--json"]]
+        for arguments in listings {
+            let command = ([builtKC] + arguments).map { "'\($0)'" }.joined(separator: " ")
+            for (redirect, reason) in [("> /dev/full", "No space left on device"), (">&-", "Bad file descriptor")] {
+                let result = try runShell("\(command) \(redirect)")
+                XCTAssertEqual(result.status, 2, "\(arguments) \(redirect): \(result)")
+                XCTAssertEqual(result.standardError, "kc: cannot write to standard output: \(reason)\n", "\(arguments) \(redirect)")
+            }
+        }
+        XCTAssertEqual(try kc("get", service, "token").output, "v", "nothing stored was harmed")
+    }
+
     func testSetAndGetPassExactBytes() throws {
         let service = uniqueService()
         var values: [[UInt8]] = [Array("s3cret\n".utf8), [0, 1, 0, 255], Array("\n\n".utf8)]

@@ -65,6 +65,9 @@ extension Vault {
     /// or unsafe one (which `kc unlock` names), the kernel's listing stands.
     internal static func loadMissing(of service: KeyName, listed: [KeyName]) -> Bool {
         guard let vault = try? forWriting() else { return false }
+        // The common case, the kernel holding every name on disk, asks nothing more;
+        // only then is the session's mark looked up.
+        guard !vault.loadableNames(in: service, levels: allLevels).subtracting(listed).isEmpty else { return false }
         let missing = vault.loadableNames(in: service, levels: levelsLoadedOnDemand()).subtracting(listed)
         guard !missing.isEmpty else { return false }
         let report = try? vault.loadOnDemand(missing.sorted().map { (service, $0) })
@@ -76,12 +79,17 @@ extension Vault {
     /// ``loadMissing(of:listed:)``). True if any item was loaded.
     internal static func loadMissingServices(listed: [KeyName]) -> Bool {
         guard let vault = try? forWriting() else { return false }
-        let levels = levelsLoadedOnDemand()
-        var services = Set<KeyName>()
-        for accessibility in Accessibility.allCases where levels.contains(accessibility.level) {
-            for service in vault.directory.entries(of: vault.directory.levelFolder(accessibility)) { services.insert(KeyName(bytes: service)) }
+        func services(at levels: Set<Accessibility.Level>) -> Set<KeyName> {
+            var services = Set<KeyName>()
+            for accessibility in Accessibility.allCases where levels.contains(accessibility.level) {
+                for service in vault.directory.entries(of: vault.directory.levelFolder(accessibility)) { services.insert(KeyName(bytes: service)) }
+            }
+            return services
         }
-        let missing = services.subtracting(listed).sorted()
+        // As in ``loadMissing(of:listed:)``: the session's mark only when something is missing.
+        guard !services(at: allLevels).subtracting(listed).isEmpty else { return false }
+        let levels = levelsLoadedOnDemand()
+        let missing = services(at: levels).subtracting(listed).sorted()
         guard !missing.isEmpty else { return false }
         let items = missing.flatMap { service in vault.loadableNames(in: service, levels: levels).sorted().map { (service, $0) } }
         let report = try? vault.loadOnDemand(items)

@@ -147,7 +147,8 @@ internal struct VaultDirectory: Sendable {
                 var info = stat()
                 return stat(path, &info) == 0 ? info : nil
             }) else { return }  // moved meanwhile: the vault's own checks report it
-            let whose = Accounts.name(ofUser: info.st_uid) ?? String(info.st_uid)
+            // Named only for a refusal: the static kc reads /etc/passwd to name a uid.
+            var whose: String { Accounts.name(ofUser: info.st_uid) ?? String(info.st_uid) }
             if let sticky = stickyAbove, info.st_uid != owner {
                 throw .vaultUnsafe(path: folder.description, problem: "(above the vault) is in the shared folder \(sticky) but belongs to \(whose), not to you",
                                    fix: "keep the vault under a folder of your own there (set XDG_DATA_HOME)")
@@ -270,7 +271,7 @@ internal struct VaultDirectory: Sendable {
             skipped.append(VaultUnlockReport.Problem(folder, problem))
             return []
         }
-        return entries(of: folder)
+        return names(in: folder)  // checked just now: no second lstat
     }
 
     /// The names in any folder that can be read, kc's to use or not: what is there.

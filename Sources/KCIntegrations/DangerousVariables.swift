@@ -1,12 +1,14 @@
-/// The environment variables `kc exec --env` will not set from an item unless the
-/// caller allows each by name (`--allow-env NAME`, only for their own services).
+/// The environment variables `kc exec` will not set from an item unless the caller
+/// allows each by name (`--allow-env NAME`, only for their own services).
 ///
 /// Each makes the command, or a program it starts, load code, run a command, or trust
 /// or look up files somewhere else: an item named `ld.preload` in a service someone
 /// shares with you would otherwise preload their library into your command. The list
 /// is glibc's `UNSECURE_ENVVARS` (sysdeps/generic/unsecvars.h, what the loader removes
 /// for setuid programs), sudo's `env_delete` defaults (plugins/sudoers/env.c), and the
-/// variables of the same kind that git, the JVM, Node and TLS libraries read.
+/// variables of the same kind that git, interpreters, toolchains, pagers, editors, TLS
+/// libraries and cloud tools read. No such list is complete, which is why items of a
+/// service another user shares become only variables the caller names (`--var`).
 /// A pattern ending in `*` matches every name that starts with the rest.
 public enum DangerousVariables {
     /// The names and prefixes refused, as `kc exec --help` lists them.
@@ -16,17 +18,36 @@ public enum DangerousVariables {
         "LOCPATH", "MALLOC_*", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS",
         "TMPDIR", "TZDIR",
         // shells: files they source, commands they run, how they split and trace
-        "BASH_ENV", "ENV", "BASH_FUNC_*", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND",
-        "IFS", "CDPATH", "GLOBIGNORE", "FPATH", "ZDOTDIR", "NULLCMD", "READNULLCMD", "TMPPREFIX",
+        "BASH_ENV", "ENV", "BASH_FUNC_*", "BASH_LOADABLES_PATH", "SHELLOPTS", "BASHOPTS",
+        "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "IFS", "CDPATH", "GLOBIGNORE",
+        "FPATH", "ZDOTDIR", "NULLCMD", "READNULLCMD", "TMPPREFIX", "INPUTRC", "HISTFILE",
         // where programs are found and configuration is read; programs other programs run
-        "PATH", "HOME", "XDG_CONFIG_HOME", "SHELL", "EDITOR", "VISUAL", "PAGER",
-        // interpreters' module paths and options
-        "PYTHON*", "PERL5*", "PERLLIB", "PERLIO_DEBUG", "RUBYOPT", "RUBYLIB",
-        "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH",
-        // git: commands it runs, and configuration that names more
-        "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
+        "PATH", "HOME", "XDG_*", "SHELL", "EDITOR", "VISUAL", "PAGER", "BROWSER",
+        "MANPAGER", "MANOPT", "LESS", "LESSOPEN", "LESSCLOSE", "LESSKEY*", "SYSTEMD_*",
+        "SUDO_ASKPASS", "SUDO_EDITOR", "VIMINIT", "GVIMINIT", "EXINIT", "MYVIMRC", "MYGVIMRC",
+        "VIMRUNTIME", "EMACSLOADPATH", "KC_*",
+        // interpreters' and toolchains' module paths, options and start-up code
+        "PYTHON*", "PERL5*", "PERLLIB", "PERLIO_DEBUG", "RUBY*", "GEM_HOME", "GEM_PATH",
+        "BUNDLE_GEMFILE", "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS", "CLASSPATH", "LUA_*", "PHPRC", "PHP_INI_SCAN_DIR", "TCLLIBPATH",
+        "R_LIBS*", "R_PROFILE*", "R_ENVIRON*", "JULIA_*", "DOTNET_*", "CORECLR_*", "COMPLUS_*",
+        "ERL_*", "GOFLAGS", "GOPROXY", "GOTOOLCHAIN", "GOROOT", "GOPATH", "GOENV", "GOSUMDB",
+        "GONOSUMDB", "GOINSECURE", "GOPRIVATE", "CARGO_HOME", "CARGO_BUILD_*", "CARGO_TARGET_*",
+        "RUSTC*", "RUSTDOC*", "RUSTUP_*", "NPM_CONFIG_*", "PIP_*", "VIRTUAL_ENV",
+        // libraries that load plugins named by the environment
+        "GTK_*", "GDK_*", "GIO_*", "GST_PLUGIN*", "QT_*", "VK_*", "LIBVA_*", "SASL_PATH",
+        // git: commands it runs, configuration that names more, files it writes to
+        "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS*", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
         "GIT_PAGER", "GIT_EXEC_PATH", "GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "GIT_TEMPLATE_DIR",
-        "GIT_DIR", "GIT_CONFIG*",
+        "GIT_DIR", "GIT_CONFIG*", "GIT_TRACE*",
+        // configuration files with commands or modules in them; where tools find credentials
+        "OPENSSL_*", "GNUTLS_*", "WGETRC", "CURL_HOME", "NETRC", "SSLKEYLOGFILE", "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE", "KUBECONFIG", "DOCKER_CONFIG", "DOCKER_HOST", "BOTO_CONFIG",
+        "CLOUDSDK_CONFIG", "GNUPGHOME", "CREDENTIALS_DIRECTORY",
+        // sockets and servers the command would talk to in your name
+        "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY",
+        "XAUTHORITY", "NOTIFY_SOCKET", "LISTEN_*", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+        "FTP_PROXY", "NO_PROXY",
         // which certificates TLS trusts
         "SSL_CERT_*", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
         // terminal and Kerberos files (sudo's list)

@@ -26,15 +26,25 @@ extension KC {
 
               kc exec --service com.example.db --env -- psql
               kc exec --service deploy --files -- sh -c 'cat "$CREDENTIALS_DIRECTORY/token"'
-              kc exec --from alice --service com.example.deploy --env -- ./deploy.sh
 
-            With --group or --from, the services are ones other users share with you.
+            --var NAME sets only $NAME, from the item --env would turn into NAME;
+            --var NAME=ITEM sets $NAME from the item ITEM (repeatable; with --env, in
+            addition to every item's variable).
 
-            --env refuses an item that would become a variable that makes programs load,
-            run or trust other code or files (an item 'ld.preload' would preload a
-            library into the command). For your own services, --allow-env NAME passes
-            one such variable (repeatable); never for a service another user shares.
-            The refused names ('*' ends a prefix):
+              kc exec --service com.github --var GH_TOKEN=token -- gh repo list
+
+            With --group or --from, the services are ones other users share with you,
+            and only --var and --files pass their items: --env would let the sharer pick
+            the variables, and some variables make programs load or run code.
+
+              kc exec --from alice --service com.example.deploy --var DEPLOY_TOKEN=token -- ./deploy.sh
+
+            kc refuses to set a variable that makes programs load, run or trust other
+            code or files (an item 'ld.preload' would preload a library into the
+            command), whether --env or --var names it. For your own services,
+            --allow-env NAME passes one such variable (repeatable); never for a service
+            another user shares. The refused names ('*' ends a prefix; compared in
+            upper case):
             \(DangerousVariables.patterns.joined(separator: " "))
             """
         )
@@ -50,6 +60,11 @@ extension KC {
         @Flag(help: "Pass the items as files in $CREDENTIALS_DIRECTORY.")
         var files = false
 
+        @Option(name: .customLong("var"), help: ArgumentHelp(
+            "Set only this variable: NAME from the item --env would name so, or NAME=ITEM from ITEM (repeatable).",
+            valueName: "name[=item]"))
+        var namedVariables: [String] = []
+
         @Option(name: .customLong("allow-env"), help: ArgumentHelp(
             "Let an item of your own service set this variable although it can make programs run other code (repeatable; see below).",
             valueName: "name"))
@@ -63,9 +78,15 @@ extension KC {
             if command.first == "--help" || command.first == "-h" { throw CleanExit.helpRequest(self) }
             guard !services.isEmpty else { throw ValidationError("name at least one --service") }
             for service in try RawArguments.exactNames(services, ignoringLast: command.count) { try validateArgument(service, as: .service) }
-            guard env || files else { throw ValidationError("choose --env, --files or both") }
+            guard env || files || !namedVariables.isEmpty else { throw ValidationError("choose --env, --var, --files, or some of them") }
+            for text in namedVariables where Self.namedVariable(text) == nil {
+                throw ValidationError("--var takes NAME or NAME=ITEM, a NAME of letters, digits and '_' not starting with a digit; not '\(text)'")
+            }
+            if env && (shared.group != nil || shared.owner != nil) {
+                throw ValidationError(EnvironmentNames.Refusal.sharedNeedsNamesMessage)
+            }
             if let allowed = allowedVariables.first {
-                guard env else { throw ValidationError("--allow-env applies to --env") }
+                guard env || !namedVariables.isEmpty else { throw ValidationError("--allow-env applies to --env and --var") }
                 guard shared.group == nil && shared.owner == nil else {
                     throw ValidationError("--allow-env is only for your own services: a service another user shares with you may not set $\(allowed); drop --allow-env, or use --files")
                 }
@@ -79,8 +100,13 @@ extension KC {
             // command as the caller wrote it.
             let parsed = rawTrailingArguments(matching: command)
             let argv = command.first == "--" ? Array(parsed.dropFirst()) : parsed
+            let variables = try RawArguments.exactNames(namedVariables, ignoringLast: command.count).compactMap(EnvironmentNames.NamedVariable.init)
             try ExecRequest(services: RawArguments.exactNames(services, ignoringLast: command.count), group: shared.group, owner: shared.owner,
-                            env: env, files: files, allowedVariables: allowedVariables, argv: argv).run()
+                            env: env, namedVariables: variables, files: files, allowedVariables: allowedVariables, argv: argv).run()
+        }
+
+        static func namedVariable(_ text: String) -> EnvironmentNames.NamedVariable? {
+            EnvironmentNames.NamedVariable(KeyName(text))
         }
     }
 }
@@ -91,6 +117,7 @@ struct ExecRequest {
     var group: String?
     var owner: String?
     var env: Bool
+    var namedVariables: [EnvironmentNames.NamedVariable] = []
     var files: Bool
     var allowedVariables: [String]
     var argv: [[UInt8]]
@@ -105,15 +132,16 @@ struct ExecRequest {
 
         var environment = ChildEnvironment.inherited()
         defer { environment.overwriteWithZeros() }
-        if env {
+        if env || !namedVariables.isEmpty {
             // By index: a copy of an item would share its value's buffer, and zeroing
             // a shared array copies it first, leaving the value in the original.
             let variables: [(name: String, index: Int)]
             do {
-                variables = try EnvironmentNames.variables(for: secrets, allowing: allowedVariables,
+                variables = try EnvironmentNames.variables(for: secrets, of: services, every: env, named: namedVariables, allowing: allowedVariables,
                                                            sharedByAnotherUser: group != nil || owner != nil)
             } catch {
                 standardError("kc: \(error.message)")
+                if case .noItem = error { throw ExitStatus.notFound }
                 throw ExitStatus.failure
             }
             for (name, index) in variables { environment.set(name, to: secrets[index].value) }

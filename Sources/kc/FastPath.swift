@@ -119,8 +119,10 @@ enum FastPath {
         let services = line.values(service).map { KeyName(cString: $0) }
         let allowed = line.values(allowEnv).map { String(cString: $0) }
         // Exec.validate()'s checks; each failure is the parser's to word.
-        guard !services.isEmpty, line.has(env) || line.has(files),
-              allowed.isEmpty || (line.has(env) && shared.group == nil && shared.owner == nil),
+        // --var is the parser's; so is --env with a service another user shares (refused).
+        let own = shared.group == nil && shared.owner == nil
+        guard !services.isEmpty, line.has(env) || line.has(files), own || !line.has(env),
+              allowed.isEmpty || (line.has(env) && own),
               services.allSatisfy({ (try? validateName($0, as: .service)) != nil }) else { return }
         finish {
             try ExecRequest(services: services, group: shared.group, owner: shared.owner, env: line.has(env),

@@ -9,13 +9,19 @@ final class ExecEnvironmentTests: XCTestCase {
         PassedItem(service: KeyName(service), name: KeyName(name), value: value)
     }
 
-    private func refusal(_ items: [PassedItem], allowing allowed: [String] = [], shared: Bool = false) -> String? {
+    private func refusal(_ items: [PassedItem], every: Bool = true, named: [String] = [], allowing allowed: [String] = [],
+                         shared: Bool = false) -> String? {
         do {
-            _ = try EnvironmentNames.variables(for: items, allowing: allowed, sharedByAnotherUser: shared)
+            _ = try EnvironmentNames.variables(for: items, of: Array(Set(items.map(\.service))).sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) },
+                                               every: every, named: named.map(variable), allowing: allowed, sharedByAnotherUser: shared)
             return nil
         } catch {
             return error.message
         }
+    }
+
+    private func variable(_ text: String) -> EnvironmentNames.NamedVariable {
+        EnvironmentNames.NamedVariable(KeyName(text))!
     }
 
     // MARK: Names
@@ -32,7 +38,7 @@ final class ExecEnvironmentTests: XCTestCase {
 
     func testEachItemGetsItsVariableInOrder() throws {
         let items = [item("s", "token"), item("s", "db.password"), item("t", "9lives")]
-        let variables = try EnvironmentNames.variables(for: items, allowing: [], sharedByAnotherUser: false)
+        let variables = try EnvironmentNames.variables(for: items, every: true, allowing: [], sharedByAnotherUser: false)
         XCTAssertEqual(variables.map(\.name), ["TOKEN", "DB_PASSWORD", "_9LIVES"])
         XCTAssertEqual(variables.map(\.index), [0, 1, 2])
     }
@@ -54,7 +60,9 @@ final class ExecEnvironmentTests: XCTestCase {
     func testItemsThatWouldBecomeLoaderShellOrLookupVariablesAreRefused() {
         for (name, variable) in [("ld.preload", "LD_PRELOAD"), ("bash_env", "BASH_ENV"), ("path", "PATH"),
                                  ("home", "HOME"), ("pythonpath", "PYTHONPATH"), ("node_options", "NODE_OPTIONS"),
-                                 ("glibc.tunables", "GLIBC_TUNABLES"), ("git_ssh_command", "GIT_SSH_COMMAND")] {
+                                 ("glibc.tunables", "GLIBC_TUNABLES"), ("git_ssh_command", "GIT_SSH_COMMAND"),
+                                 ("openssl_conf", "OPENSSL_CONF"), ("lessopen", "LESSOPEN"), ("ssh_auth_sock", "SSH_AUTH_SOCK"),
+                                 ("credentials_directory", "CREDENTIALS_DIRECTORY"), ("ps1", "PS1")] {
             XCTAssertEqual(refusal([item("com.example", name)]), """
                 item '\(name)' of 'com.example' would become $\(variable), which changes what programs load, run or trust; \
                 rename the item, use --files, or pass --allow-env \(variable) if you mean it
@@ -62,16 +70,62 @@ final class ExecEnvironmentTests: XCTestCase {
         }
     }
 
-    /// ExecAttackTests.testAGroupMemberCannotPreloadALibraryIntoYourCommand: a service
-    /// another user shares is told to its reader differently, and --allow-env is not offered.
-    func testASharedServicesRefusalAsksItsOwner() {
-        XCTAssertEqual(refusal([item("shared", "ld.preload")], shared: true),
-                       "item 'ld.preload' of 'shared' would become $LD_PRELOAD, which changes what programs load, run or trust; ask its owner to rename the item, or use --files")
+    /// ExecAttackTests.testAServiceAnotherUserSharesSetsOnlyTheVariablesTheMemberNames:
+    /// no deny list is complete, so the sharer never picks a variable name.
+    func testAServiceAnotherUserSharesSetsOnlyTheVariablesTheCallerNames() throws {
+        let items = [item("shared", "token"), item("shared", "openssl_conf"), item("shared", "lessopen")]
+        XCTAssertEqual(refusal(items, shared: true), EnvironmentNames.Refusal.sharedNeedsNamesMessage)
+        XCTAssertEqual(refusal(items, every: true, named: ["TOKEN"], shared: true), EnvironmentNames.Refusal.sharedNeedsNamesMessage,
+                       "--env is refused even beside --var")
+        let named = try EnvironmentNames.variables(for: items, every: false, named: [variable("TOKEN"), variable("API_KEY=token")],
+                                                   allowing: [], sharedByAnotherUser: true)
+        XCTAssertEqual(named.map(\.name), ["TOKEN", "API_KEY"])
+        XCTAssertEqual(named.map(\.index), [0, 0])
+    }
+
+    /// ExecAttackTests.testAGroupMemberCannotPreloadALibraryIntoYourCommand: a dangerous
+    /// name the caller chose is refused too, without --allow-env's way out for a shared service.
+    func testADangerousNameIsRefusedWhenTheCallerNamesItToo() {
+        let items = [item("s", "ld.preload"), item("s", "token")]
+        XCTAssertEqual(refusal(items, every: false, named: ["LD_PRELOAD"], shared: true),
+                       "$LD_PRELOAD changes what programs load, run or trust, and a service another user shares may not set it; choose another name for --var, or use --files")
+        XCTAssertEqual(refusal(items, every: false, named: ["LD_PRELOAD=token"], allowing: ["LD_PRELOAD"], shared: true),
+                       "$LD_PRELOAD changes what programs load, run or trust, and a service another user shares may not set it; choose another name for --var, or use --files",
+                       "--allow-env never opens a shared service")
+        XCTAssertEqual(refusal(items, every: false, named: ["http_proxy=token"]),
+                       "$http_proxy changes what programs load, run or trust; choose another name for --var, or pass --allow-env http_proxy if you mean it",
+                       "names are compared in upper case: curl reads http_proxy")
+        XCTAssertNil(refusal(items, every: false, named: ["LD_PRELOAD"], allowing: ["LD_PRELOAD"]), "your own, allowed by name")
+    }
+
+    func testVarNamesOneItemOrRefusesWithTheWayOut() {
+        let items = [item("a", "token"), item("a", "db.password"), item("b", "token"), item("a", "db-password")]
+        XCTAssertEqual(refusal(items, every: false, named: ["T=missing"]),
+                       "no item 'missing' in 'a' or 'b' for $T; list the items with 'kc ls a'")
+        XCTAssertEqual(refusal(items, every: false, named: ["NOPE"]),
+                       "no item of 'a' or 'b' becomes $NOPE; name it with --var NOPE=ITEM (list the items with 'kc ls a')")
+        XCTAssertEqual(refusal(items, every: false, named: ["T=token"]),
+                       "$T could come from 'a' or 'b'; run one kc exec per service, or rename an item")
+        XCTAssertEqual(refusal(items, every: false, named: ["DB_PASSWORD"]),
+                       "items 'a/db.password' and 'a/db-password' both become $DB_PASSWORD; rename one, or use --files")
+        XCTAssertEqual(refusal(items, every: false, named: ["X=db.password", "X=db-password"]),
+                       "items 'a/db.password' and 'a/db-password' both become $X; rename one, or use --files")
+        XCTAssertNil(refusal(items, every: false, named: ["X=db.password", "X=db.password", "Y=db-password"]),
+                     "naming one item twice is no clash")
+    }
+
+    func testVarArgumentsAreNamesOrNameEqualsItem() {
+        XCTAssertEqual(EnvironmentNames.NamedVariable(KeyName("TOKEN")), .init(name: "TOKEN"))
+        XCTAssertEqual(EnvironmentNames.NamedVariable(KeyName("gh_token=a=b")), .init(name: "gh_token", item: "a=b"), "the first '=' ends the name")
+        XCTAssertEqual(EnvironmentNames.NamedVariable(KeyName(bytes: [0x58, 0x3d, 0xff])), .init(name: "X", item: KeyName(bytes: [0xff])))
+        for bad in ["", "=token", "9X", "A-B", "X=", "É=x", "A B"] {
+            XCTAssertNil(EnvironmentNames.NamedVariable(KeyName(bad)), bad)
+        }
     }
 
     /// ExecAttackTests.testAllowEnvPassesTheNamedVariableFromYourOwnServiceAndNoOther.
     func testAllowEnvPassesOnlyTheNamedVariable() throws {
-        let variables = try EnvironmentNames.variables(for: [item("s", "path")], allowing: ["PATH"], sharedByAnotherUser: false)
+        let variables = try EnvironmentNames.variables(for: [item("s", "path")], every: true, allowing: ["PATH"], sharedByAnotherUser: false)
         XCTAssertEqual(variables.map(\.name), ["PATH"])
         XCTAssertEqual(refusal([item("s", "path"), item("s", "home")], allowing: ["PATH"]),
                        "item 'home' of 's' would become $HOME, which changes what programs load, run or trust; rename the item, use --files, or pass --allow-env HOME if you mean it")
@@ -79,10 +133,14 @@ final class ExecEnvironmentTests: XCTestCase {
 
     func testThePatternsCoverPrefixesAndExactNames() {
         for name in ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "MALLOC_CHECK_", "BASH_FUNC_X__", "PYTHONSTARTUP", "PERL5OPT",
-                     "GIT_CONFIG_GLOBAL", "SSL_CERT_FILE", "KRB5_CONFIG", "IFS", "TMPDIR", "SHELL", "EDITOR", "CLASSPATH"] {
+                     "GIT_CONFIG_GLOBAL", "SSL_CERT_FILE", "KRB5_CONFIG", "IFS", "TMPDIR", "SHELL", "EDITOR", "CLASSPATH",
+                     "OPENSSL_CONF", "OPENSSL_MODULES", "LESSOPEN", "LESSCLOSE", "MANPAGER", "VIMINIT", "SSH_AUTH_SOCK",
+                     "CREDENTIALS_DIRECTORY", "XDG_DATA_DIRS", "GTK_MODULES", "DOTNET_STARTUP_HOOKS", "LUA_INIT",
+                     "AWS_CONFIG_FILE", "KUBECONFIG", "SSLKEYLOGFILE", "HTTPS_PROXY", "PIP_INDEX_URL", "KC_AUDIT", "PS1"] {
             XCTAssertTrue(DangerousVariables.contains(name), name)
         }
-        for name in ["TOKEN", "DB_PASSWORD", "LDAP_URL", "PATHS", "HOME_DIR", "MY_PATH", "GIT_TOKEN", "SSL_KEY", "_9LIVES", "LD"] {
+        for name in ["TOKEN", "DB_PASSWORD", "LDAP_URL", "PATHS", "HOME_DIR", "MY_PATH", "GIT_TOKEN", "SSL_KEY", "_9LIVES", "LD",
+                     "GH_TOKEN", "GOOGLE_API_KEY", "CARGO_REGISTRY_TOKEN", "NPM_TOKEN", "AWS_SECRET_ACCESS_KEY", "PSQL_PASSWORD"] {
             XCTAssertFalse(DangerousVariables.contains(name), name)
         }
     }

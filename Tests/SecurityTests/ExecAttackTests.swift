@@ -68,7 +68,9 @@ final class ExecAttackTests: KeyringTestCase {
         defer { unlink(marker) }
         for (item, variable) in [("ld.preload", "LD_PRELOAD"), ("bash_env", "BASH_ENV"), ("path", "PATH"),
                                  ("home", "HOME"), ("pythonpath", "PYTHONPATH"), ("node_options", "NODE_OPTIONS"),
-                                 ("glibc.tunables", "GLIBC_TUNABLES"), ("git_ssh_command", "GIT_SSH_COMMAND")] {
+                                 ("glibc.tunables", "GLIBC_TUNABLES"), ("git_ssh_command", "GIT_SSH_COMMAND"),
+                                 ("openssl_conf", "OPENSSL_CONF"), ("lessopen", "LESSOPEN"), ("ssh_auth_sock", "SSH_AUTH_SOCK"),
+                                 ("credentials_directory", "CREDENTIALS_DIRECTORY")] {
             let service = uniqueService()
             try Keychain(service: service).set("/tmp/evil", forKey: item)
 
@@ -101,13 +103,51 @@ final class ExecAttackTests: KeyringTestCase {
 
     func testAllowEnvIsRefusedForAServiceAnotherUserShares() throws {
         for option in [["--group", LocalUser.group], ["--from", LocalUser.alice.rawValue]] {
-            let result = try kc(["exec"] + option + ["--service", "com.example", "--env", "--allow-env", "PATH", "--", "/bin/true"])
+            let result = try kc(["exec"] + option + ["--service", "com.example", "--var", "PATH=path", "--allow-env", "PATH", "--", "/bin/true"])
             XCTAssertEqual(result.status, 64, "\(option): \(result)")
             XCTAssertEqual(result.standardError, """
                 kc: --allow-env is only for your own services: a service another user shares with you may not \
                 set $PATH; drop --allow-env, or use --files; see 'kc --help'
 
                 """)
+        }
+    }
+
+    /// Round three, finding 1: an item `openssl_conf` made OpenSSL load the sharer's
+    /// provider into the member's `curl`, and `lessopen` ran a command when `less` opened
+    /// a file; a deny list cannot name every such variable. A service another user shares
+    /// sets only the variables the member names.
+    func testAServiceAnotherUserSharesSetsOnlyTheVariablesTheMemberNames() throws {
+        try XCTSkipUnless(LocalUser.available, "needs root to run as the throwaway users")
+        defer { LocalUser.alice.clearKeyrings(); LocalUser.bob.clearKeyrings() }
+        let service = "kc-sec-exec.\(getpid()).allow"
+        let marker = "/tmp/kc-sec-exec-ran-\(getpid())"
+        defer { unlink(marker) }
+        let stored = try LocalUser.alice.run("""
+            set -e
+            printf t0k | "$KC" set --group \(LocalUser.group) --access after-first-unlock \(service) token
+            printf /tmp/evil.cnf | "$KC" set --group \(LocalUser.group) --access after-first-unlock \(service) openssl_conf
+            printf '|touch \(marker) %s' | "$KC" set --group \(LocalUser.group) --access after-first-unlock \(service) lessopen
+            """)
+        XCTAssertEqual(stored.status, 0, "\(stored)")
+
+        for reader in [["--group", LocalUser.group], ["--from", LocalUser.alice.rawValue]] {
+            let every = try LocalUser.bob.run("\"$KC\" exec \(reader.joined(separator: " ")) --service \(service) --env -- /bin/sh -c 'touch \(marker)'")
+            XCTAssertEqual(every.status, 64, "\(reader): \(every)")
+            XCTAssertEqual(kcLines(every), ["kc: a service another user shares sets only the variables you name: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files; see 'kc --help'"])
+            XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "\(reader): nothing runs")
+
+            let named = try LocalUser.bob.run("""
+                "$KC" exec \(reader.joined(separator: " ")) --service \(service) --var TOKEN --var DEPLOY_TOKEN=token -- \
+                    /bin/sh -c 'printf "%s %s %s %s" "$TOKEN" "$DEPLOY_TOKEN" "${OPENSSL_CONF-unset}" "${LESSOPEN-unset}"'
+                """)
+            XCTAssertEqual(named.status, 0, "\(reader): \(named)")
+            XCTAssertEqual(named.output, "t0k t0k unset unset", "\(reader): only the variables bob named")
+
+            let dangerous = try LocalUser.bob.run("\"$KC\" exec \(reader.joined(separator: " ")) --service \(service) --var LESSOPEN -- /bin/sh -c 'touch \(marker)'")
+            XCTAssertEqual(dangerous.status, 2, "\(reader): \(dangerous)")
+            XCTAssertEqual(kcLines(dangerous), ["kc: $LESSOPEN changes what programs load, run or trust, and a service another user shares may not set it; choose another name for --var, or use --files"])
+            XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "\(reader): nothing runs")
         }
     }
 
@@ -119,14 +159,20 @@ final class ExecAttackTests: KeyringTestCase {
             "printf /tmp/evil.so | \"$KC\" set --group \(LocalUser.group) --access after-first-unlock \(service) ld.preload")
         XCTAssertEqual(stored.status, 0, "\(stored)")
 
-        let victim = try LocalUser.bob.run(
-            "\"$KC\" exec --group \(LocalUser.group) --service \(service) --env -- /bin/sh -c 'echo ran'")
+        for variable in ["LD_PRELOAD", "LD_PRELOAD=ld.preload", "ld_preload=ld.preload"] {
+            let victim = try LocalUser.bob.run(
+                "\"$KC\" exec --group \(LocalUser.group) --service \(service) --var \(variable) -- /bin/sh -c 'echo ran'")
 
-        XCTAssertEqual(victim.status, 2, "\(victim)")
-        XCTAssertEqual(victim.output, "", "nothing runs")
-        // keyctl's own line about the fresh session comes first.
-        let kcLines = victim.standardError.split(separator: "\n").filter { !$0.hasPrefix("Joined session keyring") }
-        XCTAssertEqual(kcLines, ["kc: item 'ld.preload' of '\(service)' would become $LD_PRELOAD, which changes what programs load, run or trust; ask its owner to rename the item, or use --files"])
+            XCTAssertEqual(victim.status, 2, "\(victim)")
+            XCTAssertEqual(victim.output, "", "nothing runs")
+            let name = variable.prefix { $0 != "=" }
+            XCTAssertEqual(kcLines(victim), ["kc: $\(name) changes what programs load, run or trust, and a service another user shares may not set it; choose another name for --var, or use --files"])
+        }
+    }
+
+    /// kc's lines, without keyctl's own about the fresh session.
+    private func kcLines(_ result: CommandResult) -> [Substring] {
+        result.standardError.split(separator: "\n").filter { !$0.hasPrefix("Joined session keyring") }
     }
 
     // MARK: kc holds no copy of a value while the command runs

@@ -408,8 +408,8 @@ final class FastPathTests: KeyringTestCase {
         XCTAssertEqual(allowed.result.status, 0, "\(allowed.result)")
         XCTAssertEqual(allowed.result.output, "vi")
 
-        let noGroup = try assertSameOnBothPaths(["exec", "--group", noSuchGroup, "--service", service, "--env", "--", "/bin/echo", "ran"],
-                                                ["exec", "--group=\(noSuchGroup)", "--service", service, "--env", "--", "/bin/echo", "ran"], state: state)
+        let noGroup = try assertSameOnBothPaths(["exec", "--group", noSuchGroup, "--service", service, "--files", "--", "/bin/echo", "ran"],
+                                                ["exec", "--group=\(noSuchGroup)", "--service", service, "--files", "--", "/bin/echo", "ran"], state: state)
         XCTAssertEqual(noGroup.result.status, 2, "\(noGroup.result)")
         XCTAssertEqual(noGroup.result.standardError, noSuchGroupMessage(noSuchGroup))
         XCTAssertEqual(noGroup.result.standardOutput, [], "the command did not run")

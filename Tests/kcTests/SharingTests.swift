@@ -78,7 +78,7 @@ final class SharingTests: XCTestCase {
             "$PROBE" get \(service) token --from \(owner.name)
             keyctl print \(serial); echo " keyctl=$?"
             "$KC" ls --shared | grep -x '\(owner.name)/\(service)'
-            "$KC" exec --from \(owner.name) --service \(service) --env -- sh -c 'echo "exec=$TOKEN"'
+            "$KC" exec --from \(owner.name) --service \(service) --var TOKEN -- sh -c 'echo "exec=$TOKEN"'
             """)
         XCTAssertEqual(asMember.output, """
             s3cret cli-group=0

@@ -25,7 +25,13 @@ public struct KeyQuota: Sendable, Hashable {
 
     /// The calling uid's usage; nil if /proc/key-users cannot be read.
     public static func current() -> KeyQuota? {
-        readProcFile("/proc/key-users").flatMap { parse(keyUsers: $0, uid: getuid()) }
+        of(uid: getuid())
+    }
+
+    /// Another uid's usage (the owner of a shared item a member writes: the owner's
+    /// quota pays for it); nil if /proc/key-users cannot be read.
+    public static func of(uid: UInt32) -> KeyQuota? {
+        readProcFile("/proc/key-users").flatMap { parse(keyUsers: $0, uid: uid) }
     }
 
     /// Parses one line of `/proc/key-users`:

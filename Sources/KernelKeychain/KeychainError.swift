@@ -75,6 +75,9 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     case sharedReadOnly(SharedService)
     /// Something only the service's owner may do.
     case ownerOnly(SharedService, action: String)
+    /// A member's write into a group-writable service that kc refuses: see
+    /// ``MemberWriteLimit``.
+    case memberWriteRefused(SharedService, item: String, MemberWriteLimit)
     /// The service is already shared with another group.
     case sharedWithAnotherGroup(service: String, current: AccessGroup, requested: AccessGroup)
 
@@ -138,7 +141,7 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             .input
         case .accessDenied, .quotaExceeded, .notEnoughQuota, .keyringsUnavailable, .kernel, .sessionOfAnotherUser, .unreachableFromUserNamespace, .noSuchService, .alreadyExists:
             .kernel
-        case .notInGroup, .notShared, .sharedByMany, .sharedServiceGone, .sharedReadOnly, .ownerOnly, .sharedWithAnotherGroup:
+        case .notInGroup, .notShared, .sharedByMany, .sharedServiceGone, .sharedReadOnly, .ownerOnly, .memberWriteRefused, .sharedWithAnotherGroup:
             .sharing
         case .vaultLocked, .vaultKeepsForLoginSessions, .vaultNotInitialized, .vaultAlreadyExists, .wrongPassphrase, .weakPassphrase, .invalidWorkFactor, .vaultUnsafe, .vaultIOFailed, .vaultFull, .vaultMissing, .vaultNotSaved, .vaultCrypto, .vaultNotUnlockedOnThisMachine, .cannotSwitchUser:
             .vault
@@ -173,7 +176,7 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             return "permission denied (\(error)): the key belongs to another user or lacks a permission; check it with 'keyctl describe', or run as its owner"
         case .quotaExceeded(let error, let usage):
             var text = "key quota exceeded (\(error))"
-            if let usage { text += ": uid \(usage.uid) uses \(usage.keys)/\(usage.maxKeys) keys and \(usage.bytes)/\(usage.maxBytes) bytes" }
+            if let usage { text += ": uid \(usage.uid)\(Accounts.name(ofUser: usage.uid).map { " (\($0))" } ?? "") uses \(usage.keys)/\(usage.maxKeys) keys and \(usage.bytes)/\(usage.maxBytes) bytes" }
             let raise = (usage ?? KeyQuota(uid: geteuid(), keys: 0, maxKeys: 200, bytes: 0, maxBytes: 20000)).raiseCommand()
             return text + "; remove unused items, or raise the limits: \(raise)"
         case .notEnoughQuota(let what, let keys, let bytes, let usage):
@@ -213,6 +216,16 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             return "'\(shared.service)' is shared by \(shared.ownerName) read-only; ask them to run 'kc share \(shared.service) --group \(shared.sharing.group.name) --group-writable'"
         case .ownerOnly(let shared, let action):
             return "only \(shared.ownerName), who owns '\(shared.service)', can \(action); ask them to do it"
+        case .memberWriteRefused(let shared, let item, let limit):
+            let owner = shared.ownerName
+            switch limit {
+            case .hasDeadline:
+                return "item '\(item)' of \(owner)'s '\(shared.service)' has a deadline, so only \(owner) may change it (the kernel drops a key's deadline when anyone changes its value, and only its owner may set one again); ask \(owner) to store it"
+            case .larger(let current, let new):
+                return "a member may not make item '\(item)' of \(owner)'s '\(shared.service)' larger than it is (\(current) bytes; this value has \(new)): \(owner)'s key quota pays for it; ask \(owner) to store it, or to store a value at least that large first"
+            case .overPage(let new, let page):
+                return "a member can write at most \(page) bytes into an item (the kernel's limit for changing a key in place; this value has \(new)); ask \(owner) to store item '\(item)' of '\(shared.service)'"
+            }
         case .sessionOfAnotherUser(let uid):
             let owner = Accounts.name(ofUser: uid) ?? String(uid)
             return "this session keyring belongs to \(owner) (you reached it through su, sudo or runuser), who could remove what you store in it; start a session of your own with 'keyctl session', or store at --access after-first-unlock"
@@ -275,4 +288,15 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             self = .kernel(error)
         }
     }
+}
+
+/// Why kc refuses a member's write into another user's group-writable service. The
+/// kernel would take some of these from a member who bypasses kc (see docs/SECURITY.md).
+public enum MemberWriteLimit: Sendable, Hashable {
+    /// The item has a deadline, and so no write permission for members.
+    case hasDeadline
+    /// The value is larger than the item is now: its owner's quota would pay the growth.
+    case larger(current: Int, new: Int)
+    /// The value is over a page, the most `keyctl_update` takes.
+    case overPage(new: Int, page: Int)
 }

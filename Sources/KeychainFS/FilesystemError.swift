@@ -53,6 +53,8 @@ extension Errno {
             .noSuchFileOrDirectory
         case .notInGroup, .sharedReadOnly, .ownerOnly, .sessionOfAnotherUser:
             .permissionDenied
+        case .memberWriteRefused(_, _, let limit):
+            if case .hasDeadline = limit { .permissionDenied } else { .fileTooLarge }
         case .alreadyExists:
             .fileExists
         case .sharedByMany, .sharedWithAnotherGroup:

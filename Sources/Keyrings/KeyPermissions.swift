@@ -34,6 +34,11 @@ public struct KeyPermissions: OptionSet, Hashable, Sendable, CustomStringConvert
     /// holds, so possessor rights would be rights for that uid too.
     public static let ownerOnly: KeyPermissions = [.user(.all)]
 
+    /// These permissions without write for the group and for others.
+    public var withoutWriteForOthers: KeyPermissions {
+        subtracting([.group(.write), .other(.write)])
+    }
+
     /// The mask as `keyctl describe` prints it: eight hex digits.
     public var description: String {
         let hex = String(rawValue, radix: 16)

@@ -104,6 +104,9 @@ extension KC {
                 if report.expiredRemoved > 0 { line += "; \(report.expiredRemoved) expired and removed" }
                 if report.waiting > 0 { line += "; \(report.waiting) wait for their level" }
                 standardError(line)
+                if !report.notSavedFromMembers.isEmpty {
+                    standardError("kc: not saved in the vault, as a member of the share may have written the kernel's value (the vault keeps yours; store one with 'kc set' to keep it): \(report.notSavedFromMembers.joined(separator: ", "))")
+                }
                 for problem in report.skippedFolders { standardError("kc: not loaded, folder skipped: \(problem.what) \(problem.reason)") }
                 for problem in report.unreadable { standardError("kc: not loaded: \(problem.what) \(problem.reason)") }
                 for problem in report.failed { standardError("kc: not loaded: \(problem.what): \(problem.reason)") }
@@ -173,6 +176,7 @@ private struct UnlockJSON: Encodable {
     var failed: [[String: String]]
     var notSavedAgain: [[String: String]]
     var notLoadedForQuota: [String]
+    var notSavedFromMembers: [String]
 
     init(_ report: VaultUnlockReport) {
         loaded = Dictionary(uniqueKeysWithValues: report.loaded.map { ($0.key.rawValue, $0.value) })
@@ -185,5 +189,6 @@ private struct UnlockJSON: Encodable {
         failed = report.failed.map { ["item": $0.what, "reason": $0.reason] }
         notSavedAgain = report.notSavedAgain.map { ["item": $0.what, "reason": $0.reason] }
         notLoadedForQuota = report.notLoadedForQuota
+        notSavedFromMembers = report.notSavedFromMembers
     }
 }

@@ -67,8 +67,16 @@ final class BadInputTests: KeyringTestCase {
     }
 
     func testQuotaErrorExplainsUsageAndTheSysctl() {
-        let usage = KeyQuota(uid: 1000, keys: 200, maxKeys: 200, bytes: 1234, maxBytes: 20000)
+        let usage = KeyQuota(uid: 3_999_999, keys: 200, maxKeys: 200, bytes: 1234, maxBytes: 20000)
         let error = KeychainError.quotaExceeded(.init(.diskQuotaExceeded, call: "add_key"), usage: usage)
-        XCTAssertEqual("\(error)", "key quota exceeded (add_key: Disk quota exceeded): uid 1000 uses 200/200 keys and 1234/20000 bytes; remove unused items, or raise the limits: sudo sysctl -w kernel.keys.maxkeys=2000 kernel.keys.maxbytes=200000")
+        XCTAssertEqual("\(error)", "key quota exceeded (add_key: Disk quota exceeded): uid 3999999 uses 200/200 keys and 1234/20000 bytes; remove unused items, or raise the limits: sudo sysctl -w kernel.keys.maxkeys=2000 kernel.keys.maxbytes=200000")
+    }
+
+    /// Whose quota is full is named: the uid and, where it has one, the user's name (a
+    /// member's write into a shared item is charged to its owner).
+    func testQuotaErrorNamesTheUser() {
+        let usage = KeyQuota(uid: 0, keys: 1, maxKeys: 1, bytes: 1, maxBytes: 1)
+        let error = KeychainError.quotaExceeded(.init(.diskQuotaExceeded, call: "keyctl_update"), usage: usage)
+        XCTAssertTrue("\(error)".hasPrefix("key quota exceeded (keyctl_update: Disk quota exceeded): uid 0 (root) uses 1/1 keys"), "\(error)")
     }
 }

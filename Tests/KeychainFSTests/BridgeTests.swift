@@ -194,7 +194,7 @@ final class BridgeTests: KeyringTestCase {
 
     // MARK: - OpenHandles
 
-    func testStatOfAFileBeingWrittenShowsTheLargestPendingCopy() throws {
+    func testTheSizeOfANewFileBeingWrittenIsItsLargestPendingCopy() throws {
         let node = Node.item(service: KeyName(uniqueService()), name: "k")
         let handles = OpenHandles()
         XCTAssertNil(handles.pendingSize(of: node))

@@ -182,11 +182,11 @@ final class KeyringAttackTests: XCTestCase {
             printf planted | keyctl padd user planted \(ring) >/dev/null 2>&1; echo "plant=$?"
             keyctl newring sub \(ring) >/dev/null 2>&1; echo "newring=$?"
             keyctl unlink \(item) \(ring) 2>&1 | grep -q "^1 links" && echo "unlink=0" || echo "unlink=1"
-            printf rotated | "$KC" set --from \(LocalUser.alice.rawValue) \(service) token; echo "rotate=$?"
+            printf r0tate | "$KC" set --from \(LocalUser.alice.rawValue) \(service) token; echo "rotate=$?"
             """)
         XCTAssertEqual(attack.output, "plant=1\nnewring=1\nunlink=1\nrotate=0\n", "\(attack)")
         let owner = try LocalUser.alice.run("\"$KC\" ls \(service); \"$KC\" get \(service) token")
-        XCTAssertEqual(owner.output, "token\nrotated", "the member changed the value in place, and nothing else: \(owner)")
+        XCTAssertEqual(owner.output, "token\nr0tate", "the member changed the value in place, and nothing else: \(owner)")
     }
 
     /// A service whose keyring a member could write (kc before 0.3 gave a writable share

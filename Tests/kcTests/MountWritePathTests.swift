@@ -235,6 +235,91 @@ final class MountWritePathTests: MountingTestCase {
         XCTAssertEqual(errnoName(FileOps.statError(mount.file(service))), errnoName(ENOENT))
     }
 
+    // MARK: Values over a page, growing, and two truncating writers (attack round three)
+
+    /// Finding 2: an editor could not save a 5 KB certificate over an existing item
+    /// (`keyctl_update` takes at most a page). Every value up to 32767 bytes replaces
+    /// the item, through a shell redirection and a program's open+write+close; an item
+    /// without a deadline keeps its serial, and one with a deadline its level and deadline.
+    func testValuesOverAPageReplaceAnItemKeepingItsSerialLevelAndDeadline() throws {
+        let mount = try mount()
+        let service = try serviceDirectory(mount)
+        try kc(["set", "--access", "after-first-unlock", service, "cert"], input: Array("small".utf8))
+        try kc(["set", "--access", "after-first-unlock", "--timeout", "2h", service, "timed"], input: Array("small".utf8))
+        let before = try listedItems(service)
+
+        let redirect = try runShell("head -c 5000 /dev/zero | tr '\\0' a > '\(mount.file(service, "cert"))'")
+        XCTAssertEqual(redirect.status, 0, "\(redirect)")
+        XCTAssertEqual(try stored(service, "cert"), String(repeating: "a", count: 5000))
+        let (fd, error) = open(mount.file(service, "timed"), O_WRONLY | O_TRUNC)
+        XCTAssertEqual(errnoName(error), errnoName(0))
+        XCTAssertEqual(errnoName(FileOps.write(fd, String(repeating: "t", count: 32767))), errnoName(0))
+        XCTAssertEqual(errnoName(close(fd)), errnoName(0))
+        XCTAssertEqual(try stored(service, "timed"), String(repeating: "t", count: 32767))
+
+        let after = try listedItems(service)
+        let cert = try XCTUnwrap(after.first { $0.name == "cert" }), timed = try XCTUnwrap(after.first { $0.name == "timed" })
+        XCTAssertEqual(cert.serial, before.first { $0.name == "cert" }?.serial, "updated in place: the same key")
+        XCTAssertEqual(cert.access, "after-first-unlock")
+        XCTAssertNil(cert.secondsLeft)
+        XCTAssertEqual(timed.access, "after-first-unlock")
+        XCTAssertTrue((7000...7200).contains(timed.secondsLeft ?? 0), "the 2h deadline stays: \(String(describing: timed.secondsLeft))")
+    }
+
+    /// Finding 8: growing an item with truncate(2) or ftruncate(2) (12,345 → 23,456 bytes,
+    /// as pjdfstest does) zero-fills, as on any filesystem, and keeps the item's serial.
+    func testGrowingAnItemWithTruncateZeroFillsAndKeepsTheItem() throws {
+        let mount = try mount()
+        let service = try serviceDirectory(mount)
+        let original = [UInt8](repeating: 0x67, count: 12_345)
+        try Keychain(service: service).set(original, forKey: "grow")
+        let serial = try listedItems(service).first?.serial
+
+        XCTAssertEqual(errnoName(truncate(mount.file(service, "grow"), 23_456) == 0 ? 0 : errno), errnoName(0))
+        XCTAssertEqual(try Keychain(service: service).data(forKey: "grow"), original + [UInt8](repeating: 0, count: 23_456 - 12_345))
+        let (fd, error) = open(mount.file(service, "grow"), O_RDWR)
+        XCTAssertEqual(errnoName(error), errnoName(0))
+        XCTAssertEqual(errnoName(ftruncate(fd, 30_000) == 0 ? 0 : errno), errnoName(0))
+        XCTAssertEqual(errnoName(close(fd)), errnoName(0), "the close stores the grown value")
+        XCTAssertEqual(try Keychain(service: service).data(forKey: "grow"), original + [UInt8](repeating: 0, count: 30_000 - 12_345))
+        XCTAssertEqual(try listedItems(service).first?.serial, serial, "the same key, grown in place")
+    }
+
+    /// Finding 8: with two writers that opened with O_TRUNC, `stat` showed the size of one
+    /// writer's unsaved copy, not the stored value's. Each writer's copy is stored when it
+    /// closes; until then a read, and so `stat`, sees the stored value.
+    func testWithTwoTruncatingWritersStatShowsTheStoredValue() throws {
+        let mount = try mount()
+        let service = try serviceDirectory(mount)
+        try Keychain(service: service).set("stored-value-0123456789", forKey: "k")
+        let path = mount.file(service, "k")
+        let (first, _) = open(path, O_WRONLY | O_TRUNC)
+        let (second, _) = open(path, O_WRONLY | O_TRUNC)
+        guard first >= 0, second >= 0 else { return XCTFail("open for writing") }
+        XCTAssertEqual(errnoName(FileOps.write(first, String(repeating: "A", count: 100))), errnoName(0))
+        XCTAssertEqual(errnoName(FileOps.write(second, String(repeating: "B", count: 50))), errnoName(0))
+        XCTAssertEqual(fileSize(path), 23, "nothing is stored yet")
+
+        XCTAssertEqual(errnoName(close(first)), errnoName(0))
+        XCTAssertEqual(fileSize(path), 100, "the first close stored 100 bytes")
+        XCTAssertEqual(try Keychain(service: service).data(forKey: "k")?.count, 100)
+
+        XCTAssertEqual(errnoName(close(second)), errnoName(0))
+        XCTAssertEqual(fileSize(path), 50, "the last close wins")
+        XCTAssertEqual(try stored(service, "k"), String(repeating: "B", count: 50))
+
+        // A new file has no stored value yet: its size is its writer's.
+        let (fresh, _) = open(mount.file(service, "new"), O_WRONLY | O_CREAT)
+        XCTAssertEqual(errnoName(FileOps.write(fresh, "1234567")), errnoName(0))
+        XCTAssertEqual(fileSize(mount.file(service, "new")), 7)
+        XCTAssertEqual(errnoName(close(fresh)), errnoName(0))
+    }
+
+    private func fileSize(_ path: String) -> Int? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : nil
+    }
+
     // MARK: Appending
 
     func testTwoAppendingWritersNeverStoreAByteNobodyWrote() throws {

@@ -140,7 +140,7 @@ final class SharingTests: XCTestCase {
         XCTAssertEqual(shared.output, "\(service): shared with group \(group) (writable)\n", "\(shared)")
 
         let changed = try member.run("""
-            printf 'rotated' | "$KC" set --from \(owner.name) \(service) token; echo "set=$?"
+            printf 'r0tate' | "$KC" set --from \(owner.name) \(service) token; echo "set=$?"
             printf 'new' | "$KC" set --from \(owner.name) \(service) brand-new; echo "add=$?"
             printf 'x' | "$KC" set --timeout 1h --from \(owner.name) \(service) token; echo "timeout=$?"
             """)
@@ -148,14 +148,14 @@ final class SharingTests: XCTestCase {
         XCTAssertTrue(changed.standardError.contains("kc: only \(owner.name), who owns '\(service)', can add items; ask them to do it"), changed.standardError)
         XCTAssertTrue(changed.standardError.contains("can set an item's lifetime"), changed.standardError)
         let ownerView = try owner.run("\"$KC\" get \(service) token; echo; keyctl describe $(keyctl search @u user token 2>/dev/null || true) >/dev/null 2>&1; \"$KC\" ls \(service)")
-        XCTAssertEqual(ownerView.output, "rotated\ntoken\n", "the member's write replaced the value in place and added nothing: \(ownerView)")
+        XCTAssertEqual(ownerView.output, "r0tate\ntoken\n", "the member's write replaced the value in place and added nothing: \(ownerView)")
 
         // Removing would take write on the owner's keyring, which would also let the
         // member link keys of its own into it: only the owner removes items.
         let removed = try member.run("\"$KC\" rm --from \(owner.name) \(service) token; echo \"rm=$?\"")
         XCTAssertEqual(removed.output, "rm=2\n", "\(removed)")
         XCTAssertTrue(removed.standardError.contains("kc: only \(owner.name), who owns '\(service)', can remove items; ask them to do it"), removed.standardError)
-        XCTAssertEqual(try owner.run("\"$KC\" get \(service) token; echo \" $?\"").output, "rotated 0\n")
+        XCTAssertEqual(try owner.run("\"$KC\" get \(service) token; echo \" $?\"").output, "r0tate 0\n")
     }
 
     func testUnshareTakesEffectAtOnce() throws {

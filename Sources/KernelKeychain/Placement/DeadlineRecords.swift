@@ -203,7 +203,8 @@ extension KeySerial {
         let fresh = try KeySerial.add(type: "user", description: name, payload: bytes, into: thread)
         do {
             if original.gid != getegid() { try fresh.setGroup(original.gid) }
-            try fresh.setPermissions(original.permissions)
+            // A key with a deadline is never writable by members (see ``Sharing``).
+            try fresh.setPermissions(deadline == nil ? original.permissions : original.permissions.withoutWriteForOthers)
             if let deadline {
                 let seconds = UInt32(clamping: max(deadline.secondsLeft, 1))
                 try DeadlineRecords.setTimeout(seconds, of: fresh, deadline: deadline, table: table)

@@ -75,7 +75,7 @@ extension OwnService {
             }
             do throws(KeyctlError) {
                 if !made {
-                    if let sharing { try Sharing.apply(sharing, to: item, as: .item) } else { try item.setPermissions(.ownerOnly) }
+                    if let sharing { try Sharing.apply(sharing, to: item, as: .item, expiring: false) } else { try item.setPermissions(.ownerOnly) }
                 }
                 // A share or unshare of the service may have run since its sharing was
                 // read: the item follows its keyring as it is now. (Unshare changes the
@@ -190,12 +190,23 @@ extension OwnService {
     }
 
     /// Sets (or with nil, clears) the kernel expiry of a found item, recording the
-    /// deadline exactly. False if it vanished.
+    /// deadline exactly. False if it vanished. In a group-writable share, an item loses
+    /// members' write before it gets a deadline, and gets it back when the deadline goes
+    /// (see ``Sharing``).
     func setDeadline(_ deadline: Deadline?, of located: LocatedItem) throws(KeychainError) -> Bool {
         let seconds = deadline.map { UInt32(clamping: max($0.secondsLeft, 1)) } ?? 0
         do {
-            return try unlessGone { () throws(KeyctlError) in
+            return try unlessGone { () throws(KeyctlError) -> Void in
+                if seconds > 0 {
+                    let info = try located.item.describe()
+                    if info.permissions != info.permissions.withoutWriteForOthers {
+                        try located.item.setPermissions(info.permissions.withoutWriteForOthers)
+                    }
+                }
                 try DeadlineRecords.setTimeout(seconds, of: located.item, deadline: deadline)
+                if seconds == 0, let sharing = Sharing(try located.ring.describe()), sharing.isGroupWritable {
+                    try Sharing.apply(sharing, to: located.item, as: .item, expiring: false)
+                }
             } != nil
         } catch {
             throw KeychainError(error)

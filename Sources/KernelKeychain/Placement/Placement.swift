@@ -113,9 +113,10 @@ internal enum Placement {
     /// without another search), and `like` what the new key copies (group and
     /// permissions), if the caller knows it without a describe.
     ///
-    /// With `displacing`, an item without a deadline is displaced by a new key too, as
-    /// is one whose new value is over a page: `keyctl_update` takes at most a page
-    /// (EINVAL beyond), where a `user` key holds up to 32767 bytes.
+    /// With `displacing`, an item without a deadline is displaced by a new key too. One
+    /// whose new value is over a page, which `keyctl_update` refuses (EINVAL beyond; a
+    /// `user` key holds up to 32767 bytes), is updated in place by `add_key` into its
+    /// keyring instead, which keeps its serial as `keyctl_update` does.
     static func replace(_ bytes: UnsafeRawBufferPointer, of located: LocatedItem, named key: KeyName, deadline: Deadline?,
                         displacing: Bool = false, record: DeadlineRecords.Record? = nil,
                         like: KeyDescription? = nil) throws(KeychainError) -> Bool {
@@ -126,6 +127,15 @@ internal enum Placement {
             var original = like
             if original == nil { original = try unlessGone { () throws(KeyctlError) in try located.item.describe() } }
             guard let original else { return false }
+            if deadline == nil && !displacing {
+                let updated = try KeySerial.add(type: "user", description: key, payload: bytes, into: located.ring)
+                // The item was displaced or removed since the search: the new key is it now.
+                if updated != located.item {
+                    if original.gid != getegid() { try updated.setGroup(original.gid) }
+                    try updated.setPermissions(original.permissions)
+                }
+                return true
+            }
             let fresh = try KeySerial.prepare(bytes, named: key, like: original, until: deadline, table: record?.table)
             guard try fresh.place(in: located.ring) else { return false }
             // The old key is displaced: its record goes.
@@ -134,6 +144,14 @@ internal enum Placement {
         } catch {
             throw KeychainError(error)
         }
+    }
+
+    /// Whether another uid may have written the item's value: it grants write to its
+    /// group (a group-writable share) or to others. A vault saves no value such an item
+    /// holds that the owner's own writes did not put there.
+    static func othersMayWrite(_ item: KeySerial) -> Bool {
+        guard let info = try? item.describe() else { return false }
+        return info.permissions != info.permissions.withoutWriteForOthers
     }
 
     /// Unlinks copies of an item that lost to the kept one, and their deadline records.

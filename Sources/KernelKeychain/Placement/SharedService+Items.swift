@@ -33,24 +33,51 @@ extension SharedService {
 
     /// A member's write: the item must exist (only its owner adds items, which keeps
     /// every key of the service in the owner's quota and under the owner's control),
-    /// and its value is replaced in place, keeping owner, permissions and expiry.
+    /// and its value is replaced in place, keeping serial, owner, permissions and level.
     func update(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, group: String?) throws(KeychainError) {
         guard sharing.isGroupWritable else { throw .sharedReadOnly(self) }
         guard let located = try locate(key, group: group) else { throw .ownerOnly(self, action: "add items") }
-        do {
-            try located.item.update(payload: bytes)
-        } catch {
-            if error.meansKeyIsGone { throw .ownerOnly(self, action: "add items") }
-            throw KeychainError(error)
-        }
+        if try !write(bytes, into: located, named: key) { throw .ownerOnly(self, action: "add items") }
     }
 
-    /// A member's save of an existing item, keeping its deadline (which the member
-    /// reads from /proc/keys: the owner's records are the owner's). False if it is gone.
+    /// A member's save of an existing item. False if it is gone.
     func replace(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, group: String?) throws(KeychainError) -> Bool {
         guard let located = try locate(key, group: group) else { return false }
         guard sharing.isGroupWritable else { throw .sharedReadOnly(self) }
-        return try Placement.replace(bytes, of: located, named: key, deadline: DeadlineRecords.deadline(of: located.item))
+        return try write(bytes, into: located, named: key)
+    }
+
+    /// The one way a member changes an owner's item: `keyctl_update`, in place. A
+    /// member cannot make a new key in the owner's keyring (no write on it), so:
+    /// - an item with a deadline is refused: the update would clear its expiry, which
+    ///   only the owner may set again (such items carry no member write; see ``Sharing``);
+    /// - the value may not be larger than the item is now, since the owner's quota pays
+    ///   for the key (a member could otherwise fill it), nor over a page, the most
+    ///   `keyctl_update` takes;
+    /// - a full quota is named as the owner's.
+    /// False if the item vanished.
+    private func write(_ bytes: UnsafeRawBufferPointer, into located: LocatedItem, named key: KeyName) throws(KeychainError) -> Bool {
+        let refusal: MemberWriteLimit?
+        do throws(KeyctlError) {
+            let current = try located.item.payloadSize()
+            let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+            if !(try located.item.describe().permissions.groupRights.contains(.write)) {
+                refusal = .hasDeadline
+            } else if bytes.count > current {
+                refusal = .larger(current: current, new: bytes.count)
+            } else if bytes.count > page {
+                refusal = .overPage(new: bytes.count, page: page)
+            } else {
+                try located.item.update(payload: bytes)
+                return true
+            }
+        } catch {
+            if error.meansKeyIsGone { return false }
+            if error.errno == .diskQuotaExceeded { throw .quotaExceeded(error, usage: KeyQuota.of(uid: owner)) }
+            throw KeychainError(error)
+        }
+        if let refusal { throw .memberWriteRefused(self, item: key.description, refusal) }
+        return false
     }
 
     /// A member's removal: never allowed. Removing takes write on the owner's keyring,

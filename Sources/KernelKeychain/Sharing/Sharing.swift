@@ -17,6 +17,10 @@ import Musl
 /// on a keyring is never granted: it would let members link keys of their own into the
 /// owner's service, or unlink the owner's. Setattr is never granted, so members cannot
 /// change a key's lifetime, owner or mask.
+///
+/// An item with a deadline never gets members' write, even in a group-writable share:
+/// the kernel clears a key's expiry whenever its value is updated, and only the owner
+/// may set it again, so a member's write would make the secret last for ever.
 public struct Sharing: Hashable, Sendable, CustomStringConvertible {
     public var group: AccessGroup
     public var isGroupWritable: Bool
@@ -35,10 +39,11 @@ public struct Sharing: Hashable, Sendable, CustomStringConvertible {
         self.init(group: AccessGroup(gid: info.gid), isGroupWritable: writable)
     }
 
-    /// What a key of this role gets: see the type's description.
-    internal func permissions(for role: SharedKeyRole) -> KeyPermissions {
+    /// What a key of this role gets: see the type's description. `expiring`: an item
+    /// with a deadline, which members may read but not write.
+    internal func permissions(for role: SharedKeyRole, expiring: Bool = false) -> KeyPermissions {
         var rights: KeyPermissions.Rights = [.view, .read, .search]
-        if isGroupWritable { rights.insert(role == .keyring ? .link : .write) }
+        if isGroupWritable && !(role == .item && expiring) { rights.insert(role == .keyring ? .link : .write) }
         return KeyPermissions.ownerOnly.union(.group(rights))
     }
 
@@ -48,10 +53,13 @@ public struct Sharing: Hashable, Sendable, CustomStringConvertible {
 
     /// Applies this sharing to one key: its group, then its mask. With nil, the mask
     /// first (which is what cuts members off), then the caller's own gid back.
-    internal static func apply(_ sharing: Sharing?, to key: KeySerial, as role: SharedKeyRole) throws(KeyctlError) {
+    /// `expiring`: whether the item has a deadline, if the caller knows; else a writable
+    /// share looks it up in /proc/keys.
+    internal static func apply(_ sharing: Sharing?, to key: KeySerial, as role: SharedKeyRole, expiring: Bool? = nil) throws(KeyctlError) {
         if let sharing {
+            let expires = role == .item && sharing.isGroupWritable && (expiring ?? (DeadlineRecords.deadline(of: key) != nil))
             try key.setGroup(sharing.group.gid)
-            try key.setPermissions(sharing.permissions(for: role))
+            try key.setPermissions(sharing.permissions(for: role, expiring: expires))
         } else {
             try key.setPermissions(.ownerOnly)
             try key.setGroup(getegid())

@@ -29,8 +29,22 @@ final class FuseBridge: Sendable {
         return node
     }
 
-    private func attributes(of node: Node) throws -> NodeAttributes {
-        try filesystem.attributes(of: node, pendingSize: handles.pendingSize(of: node))
+    /// A file's attributes; `handle`, the open file an `fstat` asked through.
+    ///
+    /// Each open for writing has its own copy, stored when it closes (the last close
+    /// wins), and a read sees the stored value until then. So a file's size is the stored
+    /// value's, what a read returns now; a writer's `fstat` sees its own copy's; and a
+    /// file created by a writer that has not closed yet has the largest pending size.
+    private func attributes(of node: Node, handle: UInt64? = nil) throws -> NodeAttributes {
+        if let handle, let pending = handles.file(handle)?.pending, pending.node == node, !pending.isUnlinked {
+            return try filesystem.attributes(of: node, pendingSize: pending.size)
+        }
+        guard let pendingSize = handles.pendingSize(of: node) else { return try filesystem.attributes(of: node) }
+        do {
+            return try filesystem.attributes(of: node)
+        } catch let error as FilesystemError where error.errno == .noSuchFileOrDirectory {
+            return try filesystem.attributes(of: node, pendingSize: pendingSize)
+        }
     }
 
     // MARK: Names
@@ -46,8 +60,8 @@ final class FuseBridge: Sendable {
         return .none
     }
 
-    func getattr(_ number: UInt64) throws -> Reply {
-        .attributes(number: number, attributes: try attributes(of: node(number)))
+    func getattr(_ number: UInt64, handle: UInt64? = nil) throws -> Reply {
+        .attributes(number: number, attributes: try attributes(of: node(number), handle: handle))
     }
 
     /// Size changes resize the open copy or the stored value; mode and owner may only

@@ -264,7 +264,8 @@ final class OpenHandles: Sendable {
     /// The pending writes of a file, one per open for writing.
     func pending(_ node: Node) -> [PendingWrite] { state.withLock { $0.pending(node) } }
 
-    /// The size of a file being written, for stat: the largest pending copy.
+    /// The size of a file being written that nothing is stored for yet: the largest
+    /// pending copy.
     func pendingSize(of node: Node) -> Int? { pending(node).map(\.size).max() }
 
     /// `rm` of a file open for writing: its pending writes are detached and will store

@@ -183,8 +183,8 @@ func keychainOperations() -> fuse_lowlevel_ops {
             return .none
         }
     }
-    operations.getattr = { request, number, _ in
-        answer(request) { bridge in try bridge.getattr(number) }
+    operations.getattr = { request, number, fileInfo in
+        answer(request) { bridge in try bridge.getattr(number, handle: fileInfo?.pointee.fh) }
     }
     operations.setattr = { request, number, attributes, toSet, fileInfo in
         answer(request) { bridge in

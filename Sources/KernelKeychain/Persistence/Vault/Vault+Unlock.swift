@@ -33,6 +33,10 @@ public struct VaultUnlockReport: Sendable {
     /// after its kernel change) whose file could not be written again from it (a full
     /// disk): they are loaded, the kernel's value stays, but the vault still holds the old.
     public var notSavedAgain: [Problem] = []
+    /// Items of a group-writable share whose kernel value is not their file's: a member
+    /// may have written it, and a vault keeps only what its owner wrote. The kernel's
+    /// value stays until the owner stores one; the file keeps the owner's.
+    public var notSavedFromMembers: [String] = []
     /// At boot: files the host key cannot open wait for the user's unlock.
     internal var waitingForUnlock = false
     /// The uid's key quota after the unlock, when something did not fit.
@@ -143,7 +147,8 @@ extension Vault {
         else { return false }
         defer { value.overwriteWithZeros() }
         let deadline = located.shownDeadline(using: &shown)
-        if !fileHolds(value, at: level, until: deadline, of: name, in: service, identities: identities) {
+        if !Placement.othersMayWrite(located.item),
+           !fileHolds(value, at: level, until: deadline, of: name, in: service, identities: identities) {
             try write(VaultRecord(service: service, name: name, accessibility: level, deadline: deadline, value: value))
         }
         guard levels.contains(level.level) else { return false }
@@ -395,6 +400,9 @@ extension Vault {
                 if same, present.accessibility == record.accessibility,
                    deadline?.secondsSinceEpoch == record.deadline?.secondsSinceEpoch {
                     report.alreadyLoaded += 1
+                } else if Placement.othersMayWrite(present.item) {
+                    // An interrupted write of the owner's was settled from tmp/ already.
+                    report.notSavedFromMembers.append(what)
                 } else {
                     do {
                         try saveFromKernel(record.name, in: record.service)

@@ -128,7 +128,9 @@ internal enum Placement {
             if original == nil { original = try unlessGone { () throws(KeyctlError) in try located.item.describe() } }
             guard let original else { return false }
             if deadline == nil && !displacing {
-                let updated = try KeySerial.add(type: "user", description: key, payload: bytes, into: located.ring)
+                guard let updated = try unlessGone({ () throws(KeyctlError) in
+                    try KeySerial.add(type: "user", description: key, payload: bytes, into: located.ring)
+                }) else { return false }
                 // The item was displaced or removed since the search: the new key is it now.
                 if updated != located.item {
                     if original.gid != getegid() { try updated.setGroup(original.gid) }

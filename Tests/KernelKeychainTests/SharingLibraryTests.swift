@@ -22,14 +22,14 @@ final class SharingLibraryTests: KeyringTestCase {
         try keychain.accessibility(.always).set("three", forKey: "other-level")
         for item in try keychain.items() {
             let info = try item.serial.describe()
-            XCTAssertEqual(info.permissions.rawValue, 0x003f_0b00, "\(item.name): group view, read, search only")
+            XCTAssertEqual(info.permissions.rawValue, 0x003f_0300, "\(item.name): group view and read only")
             XCTAssertEqual(info.gid, ownGroup.gid)
             XCTAssertEqual(item.sharing?.group, ownGroup)
         }
         XCTAssertEqual(try keychain.items().count, 3)
 
         try keychain.share(with: ownGroup.name, writable: true)
-        XCTAssertEqual(try keychain.items().map { try $0.serial.describe().permissions.rawValue }, [0x003f_0f00, 0x003f_0f00, 0x003f_0f00])
+        XCTAssertEqual(try keychain.items().map { try $0.serial.describe().permissions.rawValue }, [0x003f_0700, 0x003f_0700, 0x003f_0700])
 
         try keychain.unshare()
         XCTAssertNil(try keychain.sharing())
@@ -65,7 +65,7 @@ final class SharingLibraryTests: KeyringTestCase {
             stop.set()
             writers.wait()
 
-            let expected: UInt32 = finalShared ? 0x003f_0b00 : 0x003f_0000
+            let expected: UInt32 = finalShared ? 0x003f_0300 : 0x003f_0000
             let wrong = try keychain.items().filter { try $0.serial.describe().permissions.rawValue != expected }
             XCTAssertEqual(wrong.map(\.name), [], "items not as their keyring after the final \(finalShared ? "share" : "unshare")")
             for ring in try ServiceKeyring.rings(of: try XCTUnwrap(keychain.serviceName)) {

@@ -84,11 +84,13 @@ internal struct ServiceKeyring: Hashable, Sendable {
 
     /// Whether the ring's mask is not one kc makes (see ``secureIfNeeded(_:_:)``).
     static func needsSecuring(_ info: KeyDescription) -> Bool {
-        !info.permissions.possessorRights.isEmpty || info.permissions.groupRights.contains(.write)
+        let group = info.permissions.groupRights
+        return !info.permissions.possessorRights.isEmpty || group.contains(.write) || group.contains(.search)
     }
 
     /// A service keyring whose mask grants possessors anything, or grants the group
-    /// write (kc before 0.3 did both), gets kc's masks back, on itself and its items;
+    /// write (kc before 0.3 did both) or search (kc before round three's fix: members
+    /// could invalidate keys), gets kc's masks back, on itself and its items;
     /// keys of other uids linked into it are unlinked. Costs nothing for a keyring
     /// already as kc makes them.
     static func secureIfNeeded(_ ring: KeySerial, _ info: KeyDescription) throws(KeyctlError) {

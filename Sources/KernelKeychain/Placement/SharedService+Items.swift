@@ -15,9 +15,12 @@ extension SharedService {
     func locate(_ key: KeyName, group: String?) throws(KeychainError) -> LocatedItem? {
         for ring in rings {
             do {
-                // Only the owner's own key is the owner's item.
-                if let item = try ring.serial.search(type: "user", description: key),
-                   (try? item.describe().uid) == owner {
+                // Members may not search the owner's keys (see ``Sharing``): the
+                // keyring's list, then each key's description. Only the owner's own
+                // key is the owner's item.
+                for item in try ring.serial.linkedKeys() {
+                    guard let info = try? item.describe(), info.type == "user", info.uid == owner,
+                          info.description == key else { continue }
                     return LocatedItem(ring: ring.serial, item: item, accessibility: nil)
                 }
             } catch {

@@ -10,10 +10,16 @@ import Musl
 /// they may also change and remove its items.
 ///
 /// In the kernel this is the group id and the group byte of the permission mask of the
-/// service keyring and of every item in it: view, read and search (`0x003f0b00`). A
-/// group-writable share adds write to the items (`0x003f0f00`), so members can change
-/// their values, and marks the keyring with the group's link right (`0x003f1b00`),
-/// which lets a member link the keyring into its own keyrings and nothing more. Write
+/// service keyring and of every item in it: view and read (`0x003f0300`). A
+/// group-writable share adds write to the items (`0x003f0700`), so members can change
+/// their values, and marks the keyring with the group's link right (`0x003f1300`),
+/// which lets a member link the keyring into its own keyrings and nothing more.
+///
+/// Never search: the kernel lets anyone with search on a key invalidate it
+/// (`keyctl_invalidate`), which would let any member destroy the owner's service or
+/// items. Members find an item by reading the keyring's list and describing each key.
+/// (Write lets the kernel take `keyctl_revoke` from a member too: the price of a
+/// group-writable share, as a member could write garbage anyway.) Write
 /// on a keyring is never granted: it would let members link keys of their own into the
 /// owner's service, or unlink the owner's. Setattr is never granted, so members cannot
 /// change a key's lifetime, owner or mask.
@@ -34,7 +40,7 @@ public struct Sharing: Hashable, Sendable, CustomStringConvertible {
     /// (Group write on a keyring is how kc before 0.3 marked a writable share.)
     internal init?(_ info: KeyDescription) {
         let rights = info.permissions.groupRights
-        guard rights.isSuperset(of: [.view, .read, .search]) else { return nil }
+        guard rights.isSuperset(of: [.view, .read]) else { return nil }
         let writable = rights.contains(.write) || (info.type == "keyring" && rights.contains(.link))
         self.init(group: AccessGroup(gid: info.gid), isGroupWritable: writable)
     }
@@ -42,7 +48,7 @@ public struct Sharing: Hashable, Sendable, CustomStringConvertible {
     /// What a key of this role gets: see the type's description. `expiring`: an item
     /// with a deadline, which members may read but not write.
     internal func permissions(for role: SharedKeyRole, expiring: Bool = false) -> KeyPermissions {
-        var rights: KeyPermissions.Rights = [.view, .read, .search]
+        var rights: KeyPermissions.Rights = [.view, .read]
         if isGroupWritable && !(role == .item && expiring) { rights.insert(role == .keyring ? .link : .write) }
         return KeyPermissions.ownerOnly.union(.group(rights))
     }

@@ -86,8 +86,8 @@ final class CLITests: KeyringTestCase {
             (["set", "", "k"], Array("v".utf8), 64, "invalid service name: it is empty"),
             (["set", String(repeating: "s", count: 256), "k"], Array("v".utf8), 64, "is 256 bytes long"),
             (["set", "--access", "sometimes", service, "k"], Array("v".utf8), 64, "'sometimes' is invalid for '--access"),
-            (["set", "--timeout", "5x", service, "k"], Array("v".utf8), 64, "invalid timeout '5x'"),
-            (["set", "--timeout", "0", service, "k"], Array("v".utf8), 64, "invalid timeout '0'"),
+            (["set", "--timeout", "5x", service, "k"], Array("v".utf8), 64, "--timeout must be a positive duration"),
+            (["set", "--timeout", "0", service, "k"], Array("v".utf8), 64, "not '0'"),
             (["get", service], [], 64, "Missing expected argument"),
             (["frobnicate"], [], 64, "Unexpected argument"),
         ]
@@ -100,6 +100,34 @@ final class CLITests: KeyringTestCase {
         }
         XCTAssertEqual(try kc("get", service, "k").output, "v", "nothing stored was harmed")
         XCTAssertEqual(try kc("ls", service).output, "k\n")
+    }
+
+    func testANegativeOrBadTimeoutIsRefusedAsOneAndNotAsAMissingValue() throws {
+        let service = uniqueService()
+        try kc("set", service, "k", input: Array("kept".utf8))
+        let refusal = { (text: String) in
+            "kc: --timeout must be a positive duration such as 90s, 15m, 2h, 7d or 1h30m (at most 136 years), or 'none'; not '\(text)'; see 'kc --help'\n"
+        }
+        let cases: [(arguments: [String], shown: String)] = [
+            (["set", "--timeout", "-5", service, "k"], "-5"),
+            (["set", "--timeout=-5", service, "k"], "-5"),
+            (["set", service, "k", "--timeout", "-5"], "-5"),
+            (["set", "--timeout", "-1h", "--access", "always", service, "k"], "-1h"),
+            (["set", "--timeout", "--access", service, "k"], "--access"),
+            (["set", "--timeout", "0", service, "k"], "0"),
+            (["set", "--timeout", "5x", service, "k"], "5x"),
+            (["set", "--timeout", "4294967296", service, "k"], "4294967296"),
+        ]
+        for (arguments, shown) in cases {
+            let result = try kc(arguments, input: Array("new".utf8))
+            XCTAssertEqual(result.status, 64, "\(arguments): \(result)")
+            XCTAssertEqual(result.standardError, refusal(shown), "\(arguments)")
+            XCTAssertEqual(try kc("get", service, "k").output, "kept", "\(arguments) stored nothing")
+        }
+        let missing = try kc(["set", service, "k", "--timeout"], input: Array("new".utf8))
+        XCTAssertEqual(missing.status, 64, "\(missing)")
+        XCTAssertTrue(missing.standardError.hasPrefix("kc: Missing value for '--timeout <duration>'"), "a value really missing: \(missing)")
+        XCTAssertEqual(try kc("get", service, "k").output, "kept")
     }
 
     func testAccessTimeoutAndDeviceOnlyShowInLongListing() throws {

@@ -141,7 +141,7 @@ struct StoreRequest {
                                      missing: "no value entered; type it at the prompt or pipe it on standard input",
                                      mismatch: "the two entries differ; nothing was stored, try again")
         }
-        guard let value = readStandardInput(limit: KeychainError.maximumValueSize) else {
+        guard let value = try readItemValue(what: "the value") else {
             standardError("kc: cannot read standard input; pipe the value in, e.g. printf '%s' \"$V\" | kc set SERVICE KEY")
             throw ExitStatus.failure
         }

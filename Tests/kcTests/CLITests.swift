@@ -1,5 +1,6 @@
 import Foundation
 import KCTestSupport
+import KernelKeychain
 import XCTest
 
 /// The built `kc`, run as a process: exact bytes, exit codes and one-line errors.
@@ -80,7 +81,7 @@ final class CLITests: KeyringTestCase {
             (["rm", service, "nope"], [], 1, "no item 'nope'"),
             (["ls", service + ".absent"], [], 1, "no service"),
             (["set", service, "e"], [], 2, "empty value"),
-            (["set", service, "big"], [UInt8](repeating: 7, count: 32768), 2, "value too large"),
+            (["set", service, "big"], [UInt8](repeating: 7, count: 32768), 2, "larger than 32767 bytes"),
             (["set", service, "a/b"], Array("v".utf8), 64, "contains '/'"),
             (["set", service, ".."], Array("v".utf8), 64, "cannot be '..'"),
             (["set", "", "k"], Array("v".utf8), 64, "invalid service name: it is empty"),
@@ -128,6 +129,41 @@ final class CLITests: KeyringTestCase {
         XCTAssertEqual(missing.status, 64, "\(missing)")
         XCTAssertTrue(missing.standardError.hasPrefix("kc: Missing value for '--timeout <duration>'"), "a value really missing: \(missing)")
         XCTAssertEqual(try kc("get", service, "k").output, "kept")
+    }
+
+    func testAValueLargerThanAnItemCanHoldSaysSoWithoutReadingItAll() throws {
+        let service = uniqueService()
+        try kc("set", service, "k", input: Array("kept".utf8))
+        let tooLarge = "kc: the value on standard input is larger than 32767 bytes, the most an item can hold; store a smaller value (or a path to a file)\n"
+        // 100 MB through a pipe: kc stops reading after 32768 bytes and exits, so the
+        // writer dies of SIGPIPE (141) instead of finishing; nothing is stored.
+        for arguments in [["set", service, "k"], ["set", "--", service, "k"], ["set", "--access", "always", service, "k"]] {
+            let command = ([builtKC] + arguments).map { "'\($0)'" }.joined(separator: " ")
+            let result = try runCommand("/bin/bash", ["-c", "env --default-signal=PIPE head -c 100000000 /dev/zero 2>/dev/null | \(command); echo \"$? ${PIPESTATUS[0]}\""])
+            XCTAssertEqual(result.output, "2 141\n", "\(arguments): \(result)")
+            XCTAssertEqual(result.standardError, tooLarge, "\(arguments)")
+            XCTAssertEqual(try kc("get", service, "k").output, "kept", "\(arguments) stored nothing")
+        }
+        // One byte over is refused the same way; the limit itself is stored.
+        let over = try kc(["set", service, "k"], input: [UInt8](repeating: 0x61, count: 32768))
+        XCTAssertEqual(over.status, 2, "\(over)")
+        XCTAssertEqual(over.standardError, tooLarge)
+        XCTAssertEqual(try kc("get", service, "k").output, "kept")
+        XCTAssertEqual(try kc(["set", service, "k"], input: [UInt8](repeating: 0x61, count: 32767)).status, 0)
+        XCTAssertEqual(try kc("get", service, "k").standardOutput.count, 32767)
+
+        // podman's secret driver reads its value the same way.
+        let podman = try runCommand("/bin/bash", ["-c", "env --default-signal=PIPE head -c 100000000 /dev/zero 2>/dev/null | SECRET_ID=big '\(builtKC)' podman-driver --service '\(service)' store; echo \"$? ${PIPESTATUS[0]}\""])
+        XCTAssertEqual(podman.output, "2 141\n", "\(podman)")
+        XCTAssertEqual(podman.standardError,
+                       "kc: the secret on standard input is larger than 32767 bytes, the most an item can hold; store a smaller value (or a path to a file)\n")
+        XCTAssertNil(try Keychain(service: service).data(forKey: "big"))
+
+        // An import reads at most 64 MiB and one byte, and then imports nothing.
+        let archive = try runCommand("/bin/bash", ["-c", "env --default-signal=PIPE head -c 100000000 /dev/zero 2>/dev/null | '\(builtKC)' import; echo \"$? ${PIPESTATUS[0]}\""])
+        XCTAssertEqual(archive.output, "2 141\n", "\(archive)")
+        XCTAssertEqual(archive.standardError,
+                       "kc: nothing imported: the input is larger than 64 MiB (67108864 bytes), the most kc import reads; is it the right file?\n")
     }
 
     func testAccessTimeoutAndDeviceOnlyShowInLongListing() throws {

@@ -134,7 +134,10 @@ extension KC {
             defer { for index in items.indices { items[index].value.overwriteWithZeros() } }
             if dryRun {
                 let steps = try Keychain.planImport(items, overwrite: overwrite)
-                for step in steps { print("\(step.action.rawValue)\t\(step.item.service)/\(step.item.name)") }
+                // Names escaped as in `kc ls --long`: none can split a column or a line.
+                for step in steps {
+                    print("\(step.action.rawValue)\t\(ReadAudit.escaped(step.item.service.bytes))/\(ReadAudit.escaped(step.item.name.bytes))")
+                }
                 return
             }
             let steps = try Keychain.importItems(items, overwrite: overwrite)

@@ -1,6 +1,7 @@
 import Foundation
 import KCTestSupport
 import KernelKeychain
+import Keyrings
 import XCTest
 
 /// The built `kc`, run as a process: exact bytes, exit codes and one-line errors.
@@ -177,6 +178,51 @@ final class CLITests: KeyringTestCase {
         XCTAssertEqual(lines.map { $0[2] }, ["2", "1", "3"])
         XCTAssertEqual(lines[0][3], "1h", "time left, as coarse as /proc/keys")
         XCTAssertEqual(lines[1][3], "-")
+    }
+
+    func testControlBytesInNamesCannotSplitColumnsOrLinesButPipesAndJSONStayExact() throws {
+        let service = uniqueService()
+        let keychain = try Keychain(service: service)
+        // In byte order, as kc lists them.
+        let names = ["back\\slash", "esc\u{1b}[31m", "new\nline", "plain", "space name", "tab\tname"]
+        for name in names { try keychain.set("v", forKey: name) }
+        let escaped = ["back\\x5cslash", "esc\\x1b[31m", "new\\x0aline", "plain", "space\\x20name", "tab\\x09name"]
+
+        // --long: one line per item, five tab-separated columns, the name escaped as the audit does.
+        let long = try kc("ls", "--long", service)
+        XCTAssertEqual(long.status, 0, "\(long)")
+        let rows = long.output.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
+        XCTAssertEqual(rows.count, names.count, "\(long)")
+        XCTAssertTrue(rows.allSatisfy { $0.count == 5 }, "\(long)")
+        XCTAssertEqual(rows.map { String($0[0]) }, escaped)
+
+        // Plain output into a pipe is exact, as scripts read it (both spellings: fast and parsed).
+        for arguments in [["ls", service], ["ls", "--", service]] {
+            XCTAssertEqual(try kc(arguments).output, names.joined(separator: "\n") + "\n", "\(arguments)")
+        }
+        // --json is exact.
+        let json = try JSONSerialization.jsonObject(with: Data(try kc("ls", "--json", service).standardOutput)) as? [String: Any]
+        XCTAssertEqual((json?["items"] as? [[String: Any]])?.compactMap { $0["name"] as? String }, names)
+
+        // At a terminal, plain output is escaped too: the escape sequence never reaches it.
+        for arguments in [["ls", service], ["ls", "--", service]] {
+            let terminal = try PseudoTerminal.run(builtKC, arguments, translateNewlines: false)
+            XCTAssertEqual(terminal.status, 0, "\(terminal)")
+            XCTAssertEqual(terminal.output, escaped.joined(separator: "\n") + "\n", "\(arguments)")
+        }
+        let services = try PseudoTerminal.run(builtKC, ["ls"], translateNewlines: false)
+        XCTAssertTrue(services.output.split(separator: "\n").contains(Substring(service)), "\(services)")
+        let odd = uniqueService() + "\u{1b}]0;title\u{07}"
+        servicesToRemove.append(KeyName(odd))
+        try Keychain(service: odd).set("v", forKey: "k")
+        let withOdd = try PseudoTerminal.run(builtKC, ["ls"], translateNewlines: false)
+        XCTAssertFalse(withOdd.output.contains("\u{1b}"), "\(withOdd)")
+        XCTAssertTrue(withOdd.output.contains("\\x1b]0;title\\x07\n"), "\(withOdd)")
+        XCTAssertTrue(try kc("ls").output.contains(odd + "\n"), "a pipe gets the name exactly")
+
+        // kc import --dry-run's listing escapes as --long does.
+        let archive = try runShell("'\(builtKC)' export --service '\(service)' | '\(builtKC)' import --dry-run")
+        XCTAssertEqual(archive.output, escaped.map { "keep\t\(service)/\($0)\n" }.joined(), "\(archive)")
     }
 
     func testJSONListings() throws {

@@ -431,6 +431,33 @@ final class FastPathTests: KeyringTestCase {
         XCTAssertEqual(try state(), before, "kc exec changed no item")
     }
 
+    func testAServiceNamedTwiceIsPassedOnceOnBothPaths() throws {
+        let service = uniqueService(), other = uniqueService()
+        try Keychain(service: service).set("s3cret", forKey: "token")
+        try Keychain(service: other).set("o", forKey: "other")
+        let state = { try [ItemState(service, "token"), ItemState(other, "other")] }
+
+        let env = try assertSameOnBothPaths(["exec", "--service", service, "--service", service, "--env", "--", "/bin/sh", "-c", "printf %s \"$TOKEN\""],
+                                            ["exec", "--service=\(service)", "--service", service, "--env", "--", "/bin/sh", "-c", "printf %s \"$TOKEN\""],
+                                            state: state)
+        XCTAssertEqual(env.result.status, 0, "\(env.result)")
+        XCTAssertEqual(env.result.output, "s3cret")
+        XCTAssertEqual(env.result.standardError, "")
+
+        let listing = "cd \"$CREDENTIALS_DIRECTORY\" && for f in *; do printf '%s=%s;' \"$f\" \"$(cat \"$f\")\"; done"
+        let files = try assertSameOnBothPaths(["exec", "--files", "--service", service, "--service", other, "--service", service, "--", "/bin/sh", "-c", listing],
+                                              ["exec", "--files", "--service=\(service)", "--service", other, "--service", service, "--", "/bin/sh", "-c", listing],
+                                              environment: environment(["LC_ALL": "C"]), state: state)
+        XCTAssertEqual(files.result.status, 0, "\(files.result)")
+        XCTAssertEqual(files.result.output, "other=o;token=s3cret;")
+
+        let named = try assertSameOnBothPaths(["exec", "--service", service, "--service", service, "--var", "TOKEN", "--", "/bin/sh", "-c", "printf %s \"$TOKEN\""],
+                                              ["exec", "--service=\(service)", "--service=\(service)", "--var", "TOKEN", "--", "/bin/sh", "-c", "printf %s \"$TOKEN\""],
+                                              state: state)
+        XCTAssertEqual(named.result.status, 0, "\(named.result)")
+        XCTAssertEqual(named.result.output, "s3cret")
+    }
+
     func testPodmanLookupMeansTheSameOnBothPaths() throws {
         let service = uniqueService()
         let secret: [UInt8] = Array("db pass\n".utf8) + [0, 0xff]

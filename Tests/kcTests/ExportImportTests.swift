@@ -79,6 +79,22 @@ final class ExportImportTests: KeyringTestCase {
         XCTAssertFalse(try Keychain(service: service).contains("GOOD"))
     }
 
+    func testAServiceNamedTwiceIsExportedOnceAndTheArchiveImports() throws {
+        let service = uniqueService(), other = uniqueService()
+        try Keychain(service: service).set("v", forKey: "token")
+        try Keychain(service: other).set("o", forKey: "other")
+        let backup = temporaryFile("twice.json")
+        defer { try? FileManager.default.removeItem(atPath: backup) }
+        let exported = try runShell("'\(builtKC)' export --service '\(service)' --service '\(other)' --service '\(service)' > '\(backup)'")
+        XCTAssertEqual(exported.status, 0, "\(exported)")
+        let archive = try KeychainArchive.decodeJSON(Array(try Data(contentsOf: URL(fileURLWithPath: backup))))
+        XCTAssertEqual(archive.map { "\($0.service)/\($0.name)" }, ["\(service)/token", "\(other)/other"])
+        try Keychain(service: service).removeAll()
+        let imported = try runShell("'\(builtKC)' import < '\(backup)'")
+        XCTAssertEqual(imported.status, 0, "\(imported)")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "token"), "v")
+    }
+
     func testANumberOutOfRangeNamesTheFieldAndTheItemAndImportsNothing() throws {
         let service = uniqueService()
         try Keychain(service: service).set("untouched", forKey: "existing")

@@ -48,7 +48,7 @@ public enum DockerCredentialHelper {
         // Taken out of the dictionary, so zeroing it zeroes the only copy.
         var secret = fields.removeValue(forKey: "Secret") ?? []
         defer { secret.overwriteWithZeros() }
-        guard let server = fields["ServerURL"], !server.isEmpty else { throw Failure("no credentials server URL") }
+        let server = try serverURL(in: fields["ServerURL"] ?? [])
         guard !server.contains(0) else { throw Failure("kc: the server URL holds a NUL character") }
         guard let user = fields["Username"], !user.isEmpty else { throw Failure("no credentials username") }
         guard !secret.isEmpty else { throw Failure("kc: the secret is empty; a keyring item cannot be empty") }
@@ -144,8 +144,9 @@ public enum DockerCredentialHelper {
         return KeyName(bytes: name)
     }
 
-    /// The server URL a client sent, without surrounding white space (as the reference
-    /// helpers trim it).
+    /// The server URL a client sent, without surrounding white space: the reference
+    /// helpers trim it on `get` and `erase` (the whole input) but not in `store`'s JSON,
+    /// which made ` host ` stored and `host` asked two servers; kc trims it for all three.
     static func serverURL(in input: [UInt8]) throws(Failure) -> [UInt8] {
         let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
         guard let first = input.firstIndex(where: { !isSpace($0) }), let last = input.lastIndex(where: { !isSpace($0) }) else {

@@ -14,7 +14,7 @@ import Keyrings
 /// - One item per user name (escaped the same way), holding the password:
 ///   `kc get git:https:example.com alice` prints alice's password.
 /// - `password_expiry_utc` is the item's kernel expiry; an expiry already past is not
-///   stored. `oauth_refresh_token` is the sibling item `USER%oauth_refresh_token`,
+///   stored, and one beyond the kernel's reach (2³²−1 seconds from now) is refused. `oauth_refresh_token` is the sibling item `USER%oauth_refresh_token`,
 ///   without expiry (it exists to outlive the password).
 /// - `%latest` holds the user name stored last: a `get` without a user name answers with
 ///   the only user, or with that one.
@@ -256,7 +256,15 @@ public enum GitCredentialHelper {
               let password = credential.password, !password.isEmpty else { return }
         var deadline: Deadline? = nil
         if let expiry = credential.passwordExpiry {
-            guard expiry > Deadline.now else { return }
+            let now = Deadline.now
+            guard expiry > now else { return }
+            // The kernel counts a key's timeout in an unsigned int of seconds. A later
+            // expiry is refused, not cut short or dropped: no token lives 136 years, so
+            // it is a mistake (milliseconds for seconds) that storing would hide. git
+            // shows this on its standard error and goes on; the remote asks again.
+            guard expiry - now <= Int64(UInt32.max) else {
+                throw Failure("not stored: password_expiry_utc \(expiry) is more than \(UInt32.max) seconds (136 years) from now, beyond what the kernel can keep; it should be seconds since 1970 (is it in milliseconds?)")
+            }
             deadline = Deadline(secondsSinceEpoch: expiry)
         }
         guard let names = itemNames(forUser: user) else {

@@ -23,7 +23,10 @@ extension Keychain {
         let names = services.isEmpty ? try Keychain.services() : services
         var exported: [ExportedItem] = []
         var skipped = 0
-        for service in names {
+        // A service named twice is exported once: an archive naming an item twice is
+        // one no import takes.
+        var seen: Set<KeyName> = []
+        for service in names where seen.insert(service).inserted {
             let keychain = try Keychain(service: service)
             for item in try keychain.items() {
                 // A private keychain lists only the caller's own items, whose level is known.

@@ -115,6 +115,27 @@ public enum KeychainArchive {
         var format: String
         var version: Int
         var items: [ArchivedItem]
+
+        init(format: String, version: Int, items: [ArchivedItem]) {
+            self.format = format
+            self.version = version
+            self.items = items
+        }
+
+        enum CodingKeys: String, CodingKey { case format, version, items }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            format = try container.decode(String.self, forKey: .format)
+            // Any number but a whole one that fits is refused below as another version.
+            guard let version = try container.decodeWholeNumber(forKey: .version, in: Int64(Int.min)...Int64(Int.max), problem: {
+                "is \($0); this kc reads version \(KeychainArchive.version)"
+            }) else {
+                throw DecodingError.keyNotFound(CodingKeys.version, .init(codingPath: [], debugDescription: "is missing"))
+            }
+            self.version = Int(version)
+            items = try container.decode([ArchivedItem].self, forKey: .items)
+        }
     }
 
     private struct ArchivedItem: Codable {
@@ -143,11 +164,10 @@ public enum KeychainArchive {
                 throw DecodingError.dataCorruptedError(forKey: .access, in: container, debugDescription:
                     "'\(accessText)' is not when-unlocked, after-first-unlock or always")
             }
-            let secondsLeft = try container.decodeIfPresent(UInt64.self, forKey: .secondsLeft)
-            if let secondsLeft, secondsLeft == 0 || secondsLeft > UInt64(UInt32.max) {
-                throw DecodingError.dataCorruptedError(forKey: .secondsLeft, in: container, debugDescription:
-                    "must be null or 1-\(UInt32.max) seconds")
-            }
+            let which = "item '\(service)/\(name)'"
+            let secondsLeft = try container.decodeWholeNumber(forKey: .secondsLeft, in: 1...Int64(UInt32.max)) {
+                "is \($0) for \(which); it must be null or a whole number of seconds from 1 to \(UInt32.max)"
+            }.map(UInt64.init)
             let encoded = try container.decode(String.self, forKey: .value)
             guard let data = Data(base64Encoded: encoded) else {
                 throw DecodingError.dataCorruptedError(forKey: .value, in: container, debugDescription: "is not base64")
@@ -156,10 +176,8 @@ public enum KeychainArchive {
                 throw DecodingError.dataCorruptedError(forKey: .value, in: container, debugDescription:
                     "holds \(data.count) bytes; a value is 1-\(KeychainError.maximumValueSize) bytes")
             }
-            let expiresAt = try container.decodeIfPresent(Int64.self, forKey: .expiresAt)
-            if let expiresAt, expiresAt <= 0 {
-                throw DecodingError.dataCorruptedError(forKey: .expiresAt, in: container, debugDescription:
-                    "must be null or seconds since the epoch")
+            let expiresAt = try container.decodeWholeNumber(forKey: .expiresAt, in: 1...Int64.max) {
+                "is \($0) for \(which); it must be null or a positive whole number of seconds since the epoch (1970)"
             }
             let deadline = expiresAt.map { Deadline(secondsSinceEpoch: $0) } ?? secondsLeft.map(Deadline.fromNow(seconds:))
             item = ExportedItem(service: service, name: name, level: level, deadline: deadline, value: Array(data))
@@ -174,6 +192,29 @@ public enum KeychainArchive {
             try container.encode(item.deadline?.secondsSinceEpoch, forKey: .expiresAt)
             try container.encode(Data(item.value).base64EncodedString(), forKey: .value)
         }
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// The whole number at `key` if it lies in `range`; nil if the key is absent or null.
+    /// Anything else throws a `dataCorrupted` error at the key, worded by `problem`
+    /// from the number as written (`-5`, `1.5`) or `not a number`. (Foundation's
+    /// decoder reports a number that does not fit the type asked for, such as -5 asked
+    /// as an unsigned number or 1.5 as an integer, as "not valid JSON" for the whole
+    /// document, which names neither the field nor the item.)
+    func decodeWholeNumber(forKey key: Key, in range: ClosedRange<Int64>,
+                           problem: (String) -> String) throws -> Int64? {
+        guard contains(key), try !decodeNil(forKey: key) else { return nil }
+        let shown: String
+        if let whole = try? decode(Int64.self, forKey: key) {
+            if range.contains(whole) { return whole }
+            shown = String(whole)
+        } else if let number = try? decode(Double.self, forKey: key) {
+            shown = "\(number)"
+        } else {
+            shown = "not a number"
+        }
+        throw DecodingError.dataCorruptedError(forKey: key, in: self, debugDescription: problem(shown))
     }
 }
 

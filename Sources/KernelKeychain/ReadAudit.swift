@@ -90,7 +90,8 @@ public enum ReadAudit {
     /// that is not visible ink (C1 controls such as NEL, format characters such as
     /// bidirectional overrides and zero-width spaces, line and paragraph separators,
     /// other spaces) become `\xHH`: a name cannot start a new line or fake another
-    /// field (`item=x\u{2003}uid=0`) in what a person or a program reads.
+    /// field (`item=x\u{2003}uid=0`) in what a person or a program reads. `kc ls`
+    /// shows names this way too (``mayEscape(_:)``).
     public static func escaped(_ bytes: [UInt8]) -> String {
         var text = ""
         var index = 0
@@ -110,6 +111,14 @@ public enum ReadAudit {
             index += 1
         }
         return text
+    }
+
+    /// Whether ``escaped(_:)`` may change `name`: false means its escaped form is its
+    /// bytes, unchanged. A cheap test on the bytes, for listings that escape only where
+    /// a name needs it.
+    public static func mayEscape(_ name: KeyName) -> Bool {
+        guard let text = name.text else { return true }  // not UTF-8: it does
+        return text.utf8.contains { $0 <= 0x20 || $0 == 0x7f || $0 == UInt8(ascii: "\\") || $0 >= 0x80 }
     }
 
     private static func isVisible(_ scalar: Unicode.Scalar) -> Bool {

@@ -33,15 +33,43 @@ extension KC {
             if checks.contains(where: { $0.status == .fail }) { throw ExitStatus.failure }
         }
 
+        /// Whether 'kc mount' can open /dev/fuse, and if not, which of two problems it
+        /// is, since their fixes differ: the device is missing (the fuse module is not
+        /// loaded), or present but closed to this user (its mode or ACL; or, with EPERM,
+        /// a container's device rules).
         private func fuseDevice() -> DiagnosticCheck {
-            let fd = open("/dev/fuse", O_RDWR | O_CLOEXEC)
+            let path = "/dev/fuse"
+            let fd = open(path, O_RDWR | O_CLOEXEC)
             if fd >= 0 {
                 close(fd)
-                return DiagnosticCheck(name: "/dev/fuse", status: .ok, detail: "present and openable")
+                return DiagnosticCheck(name: path, status: .ok, detail: "present and openable")
             }
-            let reason = String(cString: strerror(errno))
-            return DiagnosticCheck(name: "/dev/fuse", status: .warn, detail:
-                "\(reason): 'kc mount' cannot work here (load the fuse module, or pass --device /dev/fuse to a container)")
+            let openError = errno
+            let reason = String(cString: strerror(openError))
+            var info = stat()
+            guard stat(path, &info) == 0 else {
+                return DiagnosticCheck(name: path, status: .warn, detail:
+                    "missing, so 'kc mount' cannot work: load the fuse module with 'sudo modprobe fuse' (in a container, pass --device /dev/fuse)")
+            }
+            switch openError {
+            case EACCES:
+                let user = userName(getuid())
+                let group = groupName(info.st_gid)
+                var detail = "present but not open to you (\(reason) by its mode or ACL; mode 0\(String(info.st_mode & 0o777, radix: 8)), owner \(userName(info.st_uid)), group \(group)), so 'kc mount' cannot work: grant it with 'sudo setfacl -m u:\(user):rw \(path)' (until reboot)"
+                if info.st_gid != 0 && info.st_mode & 0o060 == 0o060 {
+                    detail += ", or join its group with 'sudo usermod -aG \(group) \(user)' (then log in again)"
+                }
+                detail += "; for good, Debian's udev package gives it mode 0666 (the rule KERNEL==\"fuse\", MODE=\"0666\")"
+                return DiagnosticCheck(name: path, status: .warn, detail: detail)
+            case EPERM:
+                return DiagnosticCheck(name: path, status: .warn, detail:
+                    "present but not open to this process (\(reason): not its mode but a container's device rules or a security module), so 'kc mount' cannot work: run the container with --device /dev/fuse")
+            case ENODEV, ENXIO:
+                return DiagnosticCheck(name: path, status: .warn, detail:
+                    "present but no driver answers it (\(reason)), so 'kc mount' cannot work: load the fuse module with 'sudo modprobe fuse'")
+            default:
+                return DiagnosticCheck(name: path, status: .warn, detail: "present but cannot be opened (\(reason)), so 'kc mount' cannot work")
+            }
         }
 
         /// One line for each kc mount of the caller's: whether it answers a stat within
@@ -115,4 +143,14 @@ extension String {
     func padding(toLength length: Int) -> String {
         count >= length ? self + " " : self + String(repeating: " ", count: length - count)
     }
+}
+
+/// A user's name for a message, else the uid.
+private func userName(_ uid: uid_t) -> String {
+    getpwuid(uid).map { String(cString: $0.pointee.pw_name) } ?? String(uid)
+}
+
+/// A group's name for a message, else the gid.
+private func groupName(_ gid: gid_t) -> String {
+    getgrgid(gid).map { String(cString: $0.pointee.gr_name) } ?? String(gid)
 }

@@ -122,6 +122,14 @@ struct ExecRequest {
     var allowedVariables: [String]
     var argv: [[UInt8]]
 
+    /// The services in the order given, each once: a service named twice (`--service S
+    /// --service S`) is passed once, or its items would clash with themselves. Compared
+    /// byte for byte, as the kernel compares names.
+    var distinctServices: [KeyName] {
+        var seen: Swift.Set<KeyName> = []
+        return services.filter { seen.insert($0).inserted }
+    }
+
     func run() throws {
         guard !argv.isEmpty else {
             standardError("kc: give the command to run after --; see 'kc exec --help'")
@@ -137,7 +145,7 @@ struct ExecRequest {
             // a shared array copies it first, leaving the value in the original.
             let variables: [(name: String, index: Int)]
             do {
-                variables = try EnvironmentNames.variables(for: secrets, of: services, every: env, named: namedVariables, allowing: allowedVariables,
+                variables = try EnvironmentNames.variables(for: secrets, of: distinctServices, every: env, named: namedVariables, allowing: allowedVariables,
                                                            sharedByAnotherUser: group != nil || owner != nil)
             } catch {
                 standardError("kc: \(error.message)")
@@ -183,7 +191,7 @@ struct ExecRequest {
 
     private func collectItems() throws -> [PassedItem] {
         var items: [PassedItem] = []
-        for service in services {
+        for service in distinctServices {
             let keychain = try openKeychain(service, group: group, owner: owner)
             let names = try keychain.allKeyNames()
             // Another user's service that is not shared already failed in allKeys().

@@ -90,6 +90,9 @@ extension KC {
             """
         )
 
+        /// The most input an import reads.
+        static let inputLimit = 64 << 20
+
         @Option(help: "With JSON, import only this service; with dotenv, the service to import into.")
         var service: String?
 
@@ -111,11 +114,16 @@ extension KC {
         }
 
         func run() throws {
-            guard var input = readStandardInput(limit: 64 << 20) else {
+            // At most one byte over the limit is read: more is refused, not held.
+            guard var input = readStandardInput(limit: Self.inputLimit) else {
                 standardError("kc: cannot read standard input")
                 throw ExitStatus.failure
             }
             defer { input.overwriteWithZeros() }
+            guard input.count <= Self.inputLimit else {
+                standardError("kc: nothing imported: the input is larger than 64 MiB (\(Self.inputLimit) bytes), the most kc import reads; is it the right file?")
+                throw ExitStatus.failure
+            }
             var items: [ExportedItem]
             do {
                 items = try parse(input)
@@ -126,7 +134,10 @@ extension KC {
             defer { for index in items.indices { items[index].value.overwriteWithZeros() } }
             if dryRun {
                 let steps = try Keychain.planImport(items, overwrite: overwrite)
-                for step in steps { print("\(step.action.rawValue)\t\(step.item.service)/\(step.item.name)") }
+                // Names escaped as in `kc ls --long`: none can split a column or a line.
+                for step in steps {
+                    print("\(step.action.rawValue)\t\(ReadAudit.escaped(step.item.service.bytes))/\(ReadAudit.escaped(step.item.name.bytes))")
+                }
                 return
             }
             let steps = try Keychain.importItems(items, overwrite: overwrite)

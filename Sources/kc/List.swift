@@ -2,6 +2,12 @@ import ArgumentParser
 import KernelKeychain
 import Keyrings
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 extension KC {
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -23,7 +29,11 @@ extension KC {
             that unlocked (cron and services get none); with it locked, kc lists what the
             kernel has.
 
-            Names are bytes and are printed exactly. --json (stable): without SERVICE,
+            Names are bytes. Plain output prints them exactly into a pipe or a file; at a
+            terminal, and always in --long, a name is shown as the read audit shows it: a
+            control byte, space, backslash or byte that is not UTF-8 becomes backslash-x
+            and two hex digits (a tab: backslash-x09), so no name can split a line or a
+            column. --json (stable): without SERVICE,
             {"services": ["name", ...]}; with SERVICE, {"service": "name", "items":
             [{"name", "access" (null for another user's item), "thisDeviceOnly" (null
             likewise), "size", "secondsLeft" (null for none), "serial", "owner",
@@ -76,11 +86,12 @@ extension KC {
             if json {
                 return try printJSON(ItemList(service: serviceName, items: items.map(ItemEntry.init)))
             }
+            // --long (--json returned above): a table for people, whose names are
+            // escaped so that none can split a column or a line.
             var output = OutputLines()
             for item in items {
-                guard long else { output.add(item.name); continue }
                 let left = item.secondsLeft.map(formatSeconds) ?? "-"
-                output.add(item.name, "\t\(item.accessibility?.name ?? "-")\t\(item.size)\t\(left)\t\(item.serial)")
+                output.add(ReadAudit.escaped(item.name.bytes), "\t\(item.accessibility?.name ?? "-")\t\(item.size)\t\(left)\t\(item.serial)")
             }
             try output.write()
         }
@@ -89,10 +100,15 @@ extension KC {
             let found = try Keychain.sharedServices(group: sharedService.group, owner: sharedService.owner)
             if json { return try printJSON(SharedList(shared: found.map(SharedEntry.init))) }
             var output = OutputLines()
-            for entry in found {
-                guard long else { output.add(entry.ownerName, "/", entry.service); continue }
-                output.add(entry.ownerName, "/", entry.service,
-                          "\t\(entry.sharing.group.name)\t\(entry.sharing.isGroupWritable ? "writable" : "read-only")")
+            let owners = found.map { KeyName($0.ownerName) }, groups = found.map { KeyName($0.sharing.group.name) }
+            // --long always escapes (a table); the plain list, as plain `kc ls` does.
+            let escape = long || showsEscapedNames(owners + found.map(\.service))
+            for (index, entry) in found.enumerated() {
+                let owner = escape ? ReadAudit.escaped(owners[index].bytes).keyName : owners[index]
+                let service = escape ? ReadAudit.escaped(entry.service.bytes).keyName : entry.service
+                guard long else { output.add(owner, "/", service); continue }
+                output.add(owner, "/", service,
+                           "\t\(ReadAudit.escaped(groups[index].bytes))\t\(entry.sharing.isGroupWritable ? "writable" : "read-only")")
             }
             try output.write()
         }
@@ -101,10 +117,24 @@ extension KC {
 
 /// Plain `kc ls`: one service name per line (by the parser or by ``FastPath``).
 func listServiceNames() throws {
-    let services = try Keychain.services()
+    try writeNames(Keychain.services())
+}
+
+/// One name per line: exact for a script, escaped at a terminal (``showsEscapedNames(_:)``).
+private func writeNames(_ names: [KeyName]) throws {
+    let escape = showsEscapedNames(names)
     var output = OutputLines()
-    for name in services { output.add(name) }
+    for name in names { output.add(escape ? ReadAudit.escaped(name.bytes).keyName : name) }
     try output.write()
+}
+
+/// Whether a plain listing shows its names escaped as the read audit does
+/// (``ReadAudit/escaped(_:)``): when standard output is a terminal, as `ls` does, so a
+/// name cannot fake a line or send escape sequences to the terminal; never through a
+/// pipe or into a file, where scripts read names exactly (`--json` is exact too). The
+/// terminal is asked only when a name would change.
+private func showsEscapedNames(_ names: [KeyName]) -> Bool {
+    names.contains(where: ReadAudit.mayEscape) && isatty(1) == 1
 }
 
 /// Plain `kc ls SERVICE`: one item name per line, without the /proc/keys read that
@@ -113,9 +143,7 @@ func listItemNames(service: KeyName, group: String?, owner: String?) throws {
     let keychain = try openKeychain(service, group: group, owner: owner)
     let names = try keychain.itemNames()
     if names.isEmpty { try requireService(keychain, named: service) }
-    var output = OutputLines()
-    for name in names { output.add(name) }
-    try output.write()
+    try writeNames(names)
 }
 
 /// A service with no items lists nothing; one that does not exist is an error (exit 1).

@@ -11,10 +11,16 @@ import Musl
 /// descriptor (`--passphrase-fd N`), or standard input when it is not a terminal.
 /// Never the command line, where other users would see it.
 struct PassphraseOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(
+    // Unconditional, as every option taking a number: `--passphrase-fd -5` is a bad
+    // descriptor, not a missing one followed by an option named -5.
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "Read the passphrase from this file descriptor (to its end; one trailing newline is dropped) instead of the terminal or standard input.",
         valueName: "fd"))
     var passphraseFD: Int32?
+
+    func validate() throws {
+        if let passphraseFD { try validateDescriptor(passphraseFD, option: "--passphrase-fd") }
+    }
 
     /// The passphrase; `confirm` asks twice at a terminal. The caller zeroes it.
     func read(prompt: String, confirm: Bool = false) throws -> [UInt8] {
@@ -64,4 +70,16 @@ func readPassphrase(fd: Int32, what: String, keepNewline: Bool = false, limit: I
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }  // a file saved with CRLF line ends
     }
     return bytes
+}
+
+/// A file descriptor given on the command line is 0 or more.
+func validateDescriptor(_ fd: Int32, option: String) throws {
+    guard fd >= 0 else { throw ValidationError("\(option) takes an open file descriptor's number, 0 or more; not '\(fd)'") }
+}
+
+/// An scrypt work factor `kc vault init` and `passwd` accept.
+func validateWorkFactor(_ factor: Int) throws {
+    guard (10...Vault.maximumWorkFactor).contains(factor) else {
+        throw ValidationError("invalid work factor \(factor): use 10 to \(Vault.maximumWorkFactor)")
+    }
 }

@@ -59,7 +59,7 @@ extension KC {
                 try podmanLookup(in: keychain, service: service)
             case .store:
                 let id = try secretID()
-                guard var value = readStandardInput(limit: KeychainError.maximumValueSize) else {
+                guard var value = try readItemValue(what: "the secret") else {
                     standardError("kc: cannot read the secret from standard input")
                     throw ExitStatus.failure
                 }

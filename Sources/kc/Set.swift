@@ -47,18 +47,18 @@ extension KC {
         @Flag(help: "Keep the item in the kernel only, even with a vault: it is gone at reboot (and a saved copy is removed).")
         var ephemeral = false
 
-        @Option(help: ArgumentHelp(
+        // Unconditional: `--timeout -5` is a bad duration, not a missing one followed
+        // by an option named -5. Checked in validate(), which words the refusal.
+        @Option(name: .customLong("timeout"), parsing: .unconditional, help: ArgumentHelp(
             "Let the kernel expire the item after this long: 90s, 15m, 2h, 7d, 1w, or a run such as 1h30m; 'none' removes an existing item's deadline. Without it an existing item keeps its deadline (or none).",
-            valueName: "duration"),
-            transform: { text in
-                guard let choice = TimeoutChoice(text) else {
-                    throw ValidationError("invalid timeout '\(text)': use a positive duration such as 90s, 15m, 2h, 7d or 1h30m, or 'none'")
-                }
-                return choice
-            })
-        var timeout: TimeoutChoice?
+            valueName: "duration"))
+        var timeoutText: String?
+
+        /// --timeout, checked by validate().
+        var timeout: TimeoutChoice? { timeoutText.flatMap(TimeoutChoice.init) }
 
         func validate() throws {
+            if let timeoutText, TimeoutChoice(timeoutText) == nil { throw ValidationError(TimeoutChoice.refusal(timeoutText)) }
             try item.validate()
             if groupWritable && shared.group == nil {
                 throw ValidationError("--group-writable needs --group GROUP")
@@ -77,6 +77,12 @@ extension KC {
 enum TimeoutChoice: Equatable {
     case after(Duration)
     case none
+
+    /// Why `text` is no `--timeout`, for both paths (``FastPath`` leaves a bad one to
+    /// the parser, whose validate() says this).
+    static func refusal(_ text: String) -> String {
+        "--timeout must be a positive duration such as 90s, 15m, 2h, 7d or 1h30m (at most 136 years), or 'none'; not '\(text)'"
+    }
 
     init?(_ text: String) {
         if text == "none" {
@@ -135,7 +141,7 @@ struct StoreRequest {
                                      missing: "no value entered; type it at the prompt or pipe it on standard input",
                                      mismatch: "the two entries differ; nothing was stored, try again")
         }
-        guard let value = readStandardInput(limit: KeychainError.maximumValueSize) else {
+        guard let value = try readItemValue(what: "the value") else {
             standardError("kc: cannot read standard input; pipe the value in, e.g. printf '%s' \"$V\" | kc set SERVICE KEY")
             throw ExitStatus.failure
         }

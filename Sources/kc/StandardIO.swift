@@ -1,4 +1,5 @@
 import KCIntegrations
+import KernelKeychain
 import Keyrings
 
 #if canImport(Glibc)
@@ -41,6 +42,21 @@ func readStandardInput(fd: Int32 = 0, limit: Int,
     // no stray copy behind.
     bytes.removeSubrange(count...)
     return bytes
+}
+
+/// An item's value on standard input (`kc set`, `kc podman-driver store`), read to its
+/// end but never more than one byte over the most an item can hold: 100 MB piped in
+/// is refused after 32 KiB, not held. Over that, one line says so (`what`: "the
+/// value", "the secret") and the command exits 2. Nil on a read error, with `errno`
+/// set. The caller zeroes the result.
+func readItemValue(what: String) throws -> [UInt8]? {
+    guard var value = readStandardInput(limit: KeychainError.maximumValueSize) else { return nil }
+    guard value.count <= KeychainError.maximumValueSize else {
+        value.overwriteWithZeros()
+        standardError("kc: \(what) on standard input is larger than \(KeychainError.maximumValueSize) bytes, the most an item can hold; store a smaller value (or a path to a file)")
+        throw ExitStatus.failure
+    }
+    return value
 }
 
 /// Whether standard input is a terminal (a person typing rather than a pipe).

@@ -42,13 +42,11 @@ extension KC.VaultCommand {
 
         @OptionGroup var passphrase: PassphraseOptions
 
-        @Option(help: ArgumentHelp("scrypt work factor: N = 2^factor, 10 to 22 (age's default, 18, takes about a quarter of a second).", valueName: "factor"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("scrypt work factor: N = 2^factor, 10 to 22 (age's default, 18, takes about a quarter of a second).", valueName: "factor"))
         var workFactor: Int = Vault.defaultWorkFactor
 
         func validate() throws {
-            guard (10...Vault.maximumWorkFactor).contains(workFactor) else {
-                throw ValidationError("invalid work factor \(workFactor): use 10 to \(Vault.maximumWorkFactor)")
-            }
+            try validateWorkFactor(workFactor)
         }
 
         func run() throws {
@@ -119,11 +117,16 @@ extension KC.VaultCommand {
         @Flag(help: "Run as PAM's password step (pam_kc.so; reads PAM_USER).")
         var pam = false
 
-        @Option(help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
         var newPassphraseFD: Int32?
 
-        @Option(help: ArgumentHelp("A new scrypt work factor (10 to 22); default: keep the current one.", valueName: "factor"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("A new scrypt work factor (10 to 22); default: keep the current one.", valueName: "factor"))
         var workFactor: Int?
+
+        func validate() throws {
+            if let newPassphraseFD { try validateDescriptor(newPassphraseFD, option: "--new-passphrase-fd") }
+            if let workFactor { try validateWorkFactor(workFactor) }
+        }
 
         func run() throws {
             if pam { return try runForPAM() }

@@ -1,5 +1,7 @@
 import Foundation
 import KCTestSupport
+import KernelKeychain
+import Keyrings
 import XCTest
 
 /// The built `kc`, run as a process: exact bytes, exit codes and one-line errors.
@@ -80,14 +82,14 @@ final class CLITests: KeyringTestCase {
             (["rm", service, "nope"], [], 1, "no item 'nope'"),
             (["ls", service + ".absent"], [], 1, "no service"),
             (["set", service, "e"], [], 2, "empty value"),
-            (["set", service, "big"], [UInt8](repeating: 7, count: 32768), 2, "value too large"),
+            (["set", service, "big"], [UInt8](repeating: 7, count: 32768), 2, "larger than 32767 bytes"),
             (["set", service, "a/b"], Array("v".utf8), 64, "contains '/'"),
             (["set", service, ".."], Array("v".utf8), 64, "cannot be '..'"),
             (["set", "", "k"], Array("v".utf8), 64, "invalid service name: it is empty"),
             (["set", String(repeating: "s", count: 256), "k"], Array("v".utf8), 64, "is 256 bytes long"),
             (["set", "--access", "sometimes", service, "k"], Array("v".utf8), 64, "'sometimes' is invalid for '--access"),
-            (["set", "--timeout", "5x", service, "k"], Array("v".utf8), 64, "invalid timeout '5x'"),
-            (["set", "--timeout", "0", service, "k"], Array("v".utf8), 64, "invalid timeout '0'"),
+            (["set", "--timeout", "5x", service, "k"], Array("v".utf8), 64, "--timeout must be a positive duration"),
+            (["set", "--timeout", "0", service, "k"], Array("v".utf8), 64, "not '0'"),
             (["get", service], [], 64, "Missing expected argument"),
             (["frobnicate"], [], 64, "Unexpected argument"),
         ]
@@ -102,6 +104,69 @@ final class CLITests: KeyringTestCase {
         XCTAssertEqual(try kc("ls", service).output, "k\n")
     }
 
+    func testANegativeOrBadTimeoutIsRefusedAsOneAndNotAsAMissingValue() throws {
+        let service = uniqueService()
+        try kc("set", service, "k", input: Array("kept".utf8))
+        let refusal = { (text: String) in
+            "kc: --timeout must be a positive duration such as 90s, 15m, 2h, 7d or 1h30m (at most 136 years), or 'none'; not '\(text)'; see 'kc --help'\n"
+        }
+        let cases: [(arguments: [String], shown: String)] = [
+            (["set", "--timeout", "-5", service, "k"], "-5"),
+            (["set", "--timeout=-5", service, "k"], "-5"),
+            (["set", service, "k", "--timeout", "-5"], "-5"),
+            (["set", "--timeout", "-1h", "--access", "always", service, "k"], "-1h"),
+            (["set", "--timeout", "--access", service, "k"], "--access"),
+            (["set", "--timeout", "0", service, "k"], "0"),
+            (["set", "--timeout", "5x", service, "k"], "5x"),
+            (["set", "--timeout", "4294967296", service, "k"], "4294967296"),
+        ]
+        for (arguments, shown) in cases {
+            let result = try kc(arguments, input: Array("new".utf8))
+            XCTAssertEqual(result.status, 64, "\(arguments): \(result)")
+            XCTAssertEqual(result.standardError, refusal(shown), "\(arguments)")
+            XCTAssertEqual(try kc("get", service, "k").output, "kept", "\(arguments) stored nothing")
+        }
+        let missing = try kc(["set", service, "k", "--timeout"], input: Array("new".utf8))
+        XCTAssertEqual(missing.status, 64, "\(missing)")
+        XCTAssertTrue(missing.standardError.hasPrefix("kc: Missing value for '--timeout <duration>'"), "a value really missing: \(missing)")
+        XCTAssertEqual(try kc("get", service, "k").output, "kept")
+    }
+
+    func testAValueLargerThanAnItemCanHoldSaysSoWithoutReadingItAll() throws {
+        let service = uniqueService()
+        try kc("set", service, "k", input: Array("kept".utf8))
+        let tooLarge = "kc: the value on standard input is larger than 32767 bytes, the most an item can hold; store a smaller value (or a path to a file)\n"
+        // 100 MB through a pipe: kc stops reading after 32768 bytes and exits, so the
+        // writer dies of SIGPIPE (141) instead of finishing; nothing is stored.
+        for arguments in [["set", service, "k"], ["set", "--", service, "k"], ["set", "--access", "always", service, "k"]] {
+            let command = ([builtKC] + arguments).map { "'\($0)'" }.joined(separator: " ")
+            let result = try runCommand("/bin/bash", ["-c", "env --default-signal=PIPE head -c 100000000 /dev/zero 2>/dev/null | \(command); echo \"$? ${PIPESTATUS[0]}\""])
+            XCTAssertEqual(result.output, "2 141\n", "\(arguments): \(result)")
+            XCTAssertEqual(result.standardError, tooLarge, "\(arguments)")
+            XCTAssertEqual(try kc("get", service, "k").output, "kept", "\(arguments) stored nothing")
+        }
+        // One byte over is refused the same way; the limit itself is stored.
+        let over = try kc(["set", service, "k"], input: [UInt8](repeating: 0x61, count: 32768))
+        XCTAssertEqual(over.status, 2, "\(over)")
+        XCTAssertEqual(over.standardError, tooLarge)
+        XCTAssertEqual(try kc("get", service, "k").output, "kept")
+        XCTAssertEqual(try kc(["set", service, "k"], input: [UInt8](repeating: 0x61, count: 32767)).status, 0)
+        XCTAssertEqual(try kc("get", service, "k").standardOutput.count, 32767)
+
+        // podman's secret driver reads its value the same way.
+        let podman = try runCommand("/bin/bash", ["-c", "env --default-signal=PIPE head -c 100000000 /dev/zero 2>/dev/null | SECRET_ID=big '\(builtKC)' podman-driver --service '\(service)' store; echo \"$? ${PIPESTATUS[0]}\""])
+        XCTAssertEqual(podman.output, "2 141\n", "\(podman)")
+        XCTAssertEqual(podman.standardError,
+                       "kc: the secret on standard input is larger than 32767 bytes, the most an item can hold; store a smaller value (or a path to a file)\n")
+        XCTAssertNil(try Keychain(service: service).data(forKey: "big"))
+
+        // An import reads at most 64 MiB and one byte, and then imports nothing.
+        let archive = try runCommand("/bin/bash", ["-c", "env --default-signal=PIPE head -c 100000000 /dev/zero 2>/dev/null | '\(builtKC)' import; echo \"$? ${PIPESTATUS[0]}\""])
+        XCTAssertEqual(archive.output, "2 141\n", "\(archive)")
+        XCTAssertEqual(archive.standardError,
+                       "kc: nothing imported: the input is larger than 64 MiB (67108864 bytes), the most kc import reads; is it the right file?\n")
+    }
+
     func testAccessTimeoutAndDeviceOnlyShowInLongListing() throws {
         let service = uniqueService()
         try kc("set", "--access", "after-first-unlock", "--this-device-only", service, "local", input: [1])
@@ -113,6 +178,51 @@ final class CLITests: KeyringTestCase {
         XCTAssertEqual(lines.map { $0[2] }, ["2", "1", "3"])
         XCTAssertEqual(lines[0][3], "1h", "time left, as coarse as /proc/keys")
         XCTAssertEqual(lines[1][3], "-")
+    }
+
+    func testControlBytesInNamesCannotSplitColumnsOrLinesButPipesAndJSONStayExact() throws {
+        let service = uniqueService()
+        let keychain = try Keychain(service: service)
+        // In byte order, as kc lists them.
+        let names = ["back\\slash", "esc\u{1b}[31m", "new\nline", "plain", "space name", "tab\tname"]
+        for name in names { try keychain.set("v", forKey: name) }
+        let escaped = ["back\\x5cslash", "esc\\x1b[31m", "new\\x0aline", "plain", "space\\x20name", "tab\\x09name"]
+
+        // --long: one line per item, five tab-separated columns, the name escaped as the audit does.
+        let long = try kc("ls", "--long", service)
+        XCTAssertEqual(long.status, 0, "\(long)")
+        let rows = long.output.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
+        XCTAssertEqual(rows.count, names.count, "\(long)")
+        XCTAssertTrue(rows.allSatisfy { $0.count == 5 }, "\(long)")
+        XCTAssertEqual(rows.map { String($0[0]) }, escaped)
+
+        // Plain output into a pipe is exact, as scripts read it (both spellings: fast and parsed).
+        for arguments in [["ls", service], ["ls", "--", service]] {
+            XCTAssertEqual(try kc(arguments).output, names.joined(separator: "\n") + "\n", "\(arguments)")
+        }
+        // --json is exact.
+        let json = try JSONSerialization.jsonObject(with: Data(try kc("ls", "--json", service).standardOutput)) as? [String: Any]
+        XCTAssertEqual((json?["items"] as? [[String: Any]])?.compactMap { $0["name"] as? String }, names)
+
+        // At a terminal, plain output is escaped too: the escape sequence never reaches it.
+        for arguments in [["ls", service], ["ls", "--", service]] {
+            let terminal = try PseudoTerminal.run(builtKC, arguments, translateNewlines: false)
+            XCTAssertEqual(terminal.status, 0, "\(terminal)")
+            XCTAssertEqual(terminal.output, escaped.joined(separator: "\n") + "\n", "\(arguments)")
+        }
+        let services = try PseudoTerminal.run(builtKC, ["ls"], translateNewlines: false)
+        XCTAssertTrue(services.output.split(separator: "\n").contains(Substring(service)), "\(services)")
+        let odd = uniqueService() + "\u{1b}]0;title\u{07}"
+        servicesToRemove.append(KeyName(odd))
+        try Keychain(service: odd).set("v", forKey: "k")
+        let withOdd = try PseudoTerminal.run(builtKC, ["ls"], translateNewlines: false)
+        XCTAssertFalse(withOdd.output.contains("\u{1b}"), "\(withOdd)")
+        XCTAssertTrue(withOdd.output.contains("\\x1b]0;title\\x07\n"), "\(withOdd)")
+        XCTAssertTrue(try kc("ls").output.contains(odd + "\n"), "a pipe gets the name exactly")
+
+        // kc import --dry-run's listing escapes as --long does.
+        let archive = try runShell("'\(builtKC)' export --service '\(service)' | '\(builtKC)' import --dry-run")
+        XCTAssertEqual(archive.output, escaped.map { "keep\t\(service)/\($0)\n" }.joined(), "\(archive)")
     }
 
     func testJSONListings() throws {

@@ -73,6 +73,31 @@ final class DockerCredentialTests: KeyringTestCase {
         XCTAssertFalse(try Keychain(service: service).serviceExists())
     }
 
+    func testStoreGetAndEraseTrimTheServerURLAlike() throws {
+        let (url, service) = uniqueServer()
+        // White space around the URL, as JSON escapes in store and as it is in get and erase.
+        let stored = try helper("store", storeJSON(#" \#(url)\n\t"#, "alice", "s3cret"))
+        XCTAssertEqual(stored.status, 0, "\(stored)")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "alice"), "s3cret", "stored under the trimmed URL's service")
+        XCTAssertEqual(try kc("ls").output.split(separator: "\n").filter { $0.contains(service) }, [Substring(service)],
+                       "one service, without the white space")
+        for asked in [url, "  \(url)\n"] {
+            let got = try helper("get", asked)
+            XCTAssertEqual(got.status, 0, "\(asked.debugDescription): \(got)")
+            XCTAssertEqual(got.output, #"{"ServerURL":"\#(url)","Username":"alice","Secret":"s3cret"}"# + "\n")
+        }
+        let listed = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(try helper("list").standardOutput)) as? [String: String])
+        XCTAssertEqual(listed[url], "alice")
+        XCTAssertEqual(try helper("erase", "\t\(url) \n").status, 0)
+        XCTAssertFalse(try Keychain(service: service).serviceExists())
+
+        // A URL of white space only is no URL, in store as in get.
+        let blank = try helper("store", storeJSON(#" \n "#, "alice", "s3cret"))
+        XCTAssertEqual(blank.status, 1, "\(blank)")
+        XCTAssertEqual(blank.output, "no credentials server URL\n")
+        XCTAssertEqual(try helper("get", " \n ").output, "no credentials server URL\n")
+    }
+
     func testAMissingCredentialIsTheExactTextClientsLookFor() throws {
         let (url, _) = uniqueServer()
         let got = try helper("get", url)

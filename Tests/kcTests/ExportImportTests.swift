@@ -79,6 +79,55 @@ final class ExportImportTests: KeyringTestCase {
         XCTAssertFalse(try Keychain(service: service).contains("GOOD"))
     }
 
+    func testAServiceNamedTwiceIsExportedOnceAndTheArchiveImports() throws {
+        let service = uniqueService(), other = uniqueService()
+        try Keychain(service: service).set("v", forKey: "token")
+        try Keychain(service: other).set("o", forKey: "other")
+        let backup = temporaryFile("twice.json")
+        defer { try? FileManager.default.removeItem(atPath: backup) }
+        let exported = try runShell("'\(builtKC)' export --service '\(service)' --service '\(other)' --service '\(service)' > '\(backup)'")
+        XCTAssertEqual(exported.status, 0, "\(exported)")
+        let archive = try KeychainArchive.decodeJSON(Array(try Data(contentsOf: URL(fileURLWithPath: backup))))
+        XCTAssertEqual(archive.map { "\($0.service)/\($0.name)" }, ["\(service)/token", "\(other)/other"])
+        try Keychain(service: service).removeAll()
+        let imported = try runShell("'\(builtKC)' import < '\(backup)'")
+        XCTAssertEqual(imported.status, 0, "\(imported)")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "token"), "v")
+    }
+
+    func testANumberOutOfRangeNamesTheFieldAndTheItemAndImportsNothing() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("untouched", forKey: "existing")
+        let seconds = "a whole number of seconds from 1 to 4294967295"
+        let cases: [(field: String, written: String, says: String)] = [
+            ("secondsLeft", "-5", "is -5 for item '\(service)/existing'; it must be null or \(seconds)"),
+            ("secondsLeft", "0", "is 0 for item '\(service)/existing'; it must be null or \(seconds)"),
+            ("secondsLeft", "1.5", "is 1.5 for item '\(service)/existing'; it must be null or \(seconds)"),
+            ("secondsLeft", "4294967296", "is 4294967296 for item '\(service)/existing'; it must be null or \(seconds)"),
+            ("secondsLeft", "\"60\"", "is not a number for item '\(service)/existing'; it must be null or \(seconds)"),
+            ("expiresAt", "-5", "is -5 for item '\(service)/existing'; it must be null or a positive whole number of seconds since the epoch (1970)"),
+        ]
+        for (field, written, says) in cases {
+            // The first item is good: a bad one later must keep it out too.
+            let json = """
+                {"format": "kc-export", "version": 1, "items": [
+                  {"service": "\(service)", "name": "fresh", "access": "when-unlocked", "secondsLeft": 60, "value": "dg=="},
+                  {"service": "\(service)", "name": "existing", "access": "when-unlocked", "\(field)": \(written), "value": "bmV3"}]}
+                """
+            for overwrite in [[], ["--overwrite"]] {
+                let result = try kc(["import"] + overwrite, input: Array(json.utf8))
+                XCTAssertEqual(result.status, 2, "\(field) \(written): \(result)")
+                XCTAssertEqual(result.standardError, "kc: nothing imported: items[1].\(field): \(says)\n")
+                XCTAssertEqual(result.standardOutput, [])
+                XCTAssertEqual(try Keychain(service: service).allKeys(), ["existing"], "\(field) \(written): nothing imported")
+                XCTAssertEqual(try Keychain(service: service).string(forKey: "existing"), "untouched")
+            }
+        }
+        let version = try kc(["import"], input: Array(#"{"format": "kc-export", "version": 1.5, "items": []}"#.utf8))
+        XCTAssertEqual(version.status, 2, "\(version)")
+        XCTAssertEqual(version.standardError, "kc: nothing imported: version: is 1.5; this kc reads version 1\n")
+    }
+
     func testDotEnvInAndOut() throws {
         let service = uniqueService()
         let input = "export API_KEY=\"k=v==\"\r\n# comment\r\nDB_URL=postgres://x # note\r\n"

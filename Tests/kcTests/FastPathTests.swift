@@ -35,6 +35,10 @@ final class FastPathTests: KeyringTestCase {
         "kc: invalid \(kind) name: it \(problem); use 1-255 bytes without '/' or NUL, not '.' or '..'\n"
     }
 
+    private func timeoutRefusal(_ text: String) -> String {
+        "kc: --timeout must be a positive duration such as 90s, 15m, 2h, 7d or 1h30m (at most 136 years), or 'none'; not '\(text)'; see 'kc --help'\n"
+    }
+
     private func noSuchGroupMessage(_ group: String) -> String {
         "kc: no group named '\(group)' on this system; check the name with 'getent group \(group)', or create it with 'sudo groupadd \(group)'\n"
     }
@@ -293,6 +297,9 @@ final class FastPathTests: KeyringTestCase {
             (["set", "--group", noSuchGroup, service, "token"], ["set", "--group=\(noSuchGroup)", service, "token"], 2, noSuchGroupMessage(noSuchGroup)),
             (["set", "--from", noSuchUser, service, "token"], ["set", "--from=\(noSuchUser)", service, "token"], 2, nil),
             (["set", "--timeout", "1h", service, "a/b"], ["set", "--timeout=1h", service, "a/b"], 64, invalidName("item", "contains '/'")),
+            // A bad duration: the plain spelling is left to the parser, which words it.
+            (["set", "--timeout", "0", service, "token"], ["set", "--timeout=0", service, "token"], 64, timeoutRefusal("0")),
+            (["set", "--timeout", "-5", service, "token"], ["set", "--timeout=-5", service, "token"], 64, timeoutRefusal("-5")),
         ]
         for (plain, parsed, status, message) in refused {
             let (result, after) = try assertSameOnBothPaths(plain, parsed, input: value, reset: reset, state: state)
@@ -422,6 +429,33 @@ final class FastPathTests: KeyringTestCase {
             XCTAssertEqual(odd.result.standardError, "kc: cannot run '\(command[0])': No such file or directory\n")
         }
         XCTAssertEqual(try state(), before, "kc exec changed no item")
+    }
+
+    func testAServiceNamedTwiceIsPassedOnceOnBothPaths() throws {
+        let service = uniqueService(), other = uniqueService()
+        try Keychain(service: service).set("s3cret", forKey: "token")
+        try Keychain(service: other).set("o", forKey: "other")
+        let state = { try [ItemState(service, "token"), ItemState(other, "other")] }
+
+        let env = try assertSameOnBothPaths(["exec", "--service", service, "--service", service, "--env", "--", "/bin/sh", "-c", "printf %s \"$TOKEN\""],
+                                            ["exec", "--service=\(service)", "--service", service, "--env", "--", "/bin/sh", "-c", "printf %s \"$TOKEN\""],
+                                            state: state)
+        XCTAssertEqual(env.result.status, 0, "\(env.result)")
+        XCTAssertEqual(env.result.output, "s3cret")
+        XCTAssertEqual(env.result.standardError, "")
+
+        let listing = "cd \"$CREDENTIALS_DIRECTORY\" && for f in *; do printf '%s=%s;' \"$f\" \"$(cat \"$f\")\"; done"
+        let files = try assertSameOnBothPaths(["exec", "--files", "--service", service, "--service", other, "--service", service, "--", "/bin/sh", "-c", listing],
+                                              ["exec", "--files", "--service=\(service)", "--service", other, "--service", service, "--", "/bin/sh", "-c", listing],
+                                              environment: environment(["LC_ALL": "C"]), state: state)
+        XCTAssertEqual(files.result.status, 0, "\(files.result)")
+        XCTAssertEqual(files.result.output, "other=o;token=s3cret;")
+
+        let named = try assertSameOnBothPaths(["exec", "--service", service, "--service", service, "--var", "TOKEN", "--", "/bin/sh", "-c", "printf %s \"$TOKEN\""],
+                                              ["exec", "--service=\(service)", "--service=\(service)", "--var", "TOKEN", "--", "/bin/sh", "-c", "printf %s \"$TOKEN\""],
+                                              state: state)
+        XCTAssertEqual(named.result.status, 0, "\(named.result)")
+        XCTAssertEqual(named.result.output, "s3cret")
     }
 
     func testPodmanLookupMeansTheSameOnBothPaths() throws {

@@ -169,6 +169,35 @@ final class GitCredentialTests: KeyringTestCase {
         XCTAssertEqual(try helper("get", "protocol=https\nhost=\(host)\n").output, "")
     }
 
+    func testAnExpiryBeyondTheKernelsReachIsRefusedOnStandardErrorAndKeepsTheStoredPassword() throws {
+        let (host, service) = uniqueHost()
+        XCTAssertEqual(try helper("store", "protocol=https\nhost=\(host)\nusername=alice\npassword=kept\n").status, 0)
+        // Milliseconds where git means seconds: about 57,000 years from now.
+        let milliseconds = Int64(Date().timeIntervalSince1970) * 1000
+        let refused = try helper("store", "protocol=https\nhost=\(host)\nusername=alice\npassword=new\npassword_expiry_utc=\(milliseconds)\n")
+        XCTAssertEqual(refused.status, 2, "\(refused)")
+        XCTAssertEqual(refused.standardOutput, [], "git reads nothing from a store")
+        XCTAssertEqual(refused.standardError,
+                       "kc: git-credential-kc: not stored: password_expiry_utc \(milliseconds) is more than 4294967295 seconds (136 years) from now, beyond what the kernel can keep; it should be seconds since 1970 (is it in milliseconds?)\n")
+        let item = try XCTUnwrap(try Keychain(service: service).item("alice"))
+        XCTAssertNil(item.deadline, "the stored password is as it was")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "alice"), "kept")
+        // git shows a helper's refusal on its standard error and carries on. (git 2.39 does
+        // not pass password_expiry_utc on; a password too long for the kernel stands in.)
+        let approved = try git(["credential", "approve"],
+                               input: "protocol=https\nhost=\(host)\nusername=alice\npassword=\(String(repeating: "x", count: 40000))\n")
+        XCTAssertEqual(approved.status, 0, "\(approved)")
+        XCTAssertTrue(approved.standardError.contains("kc: git-credential-kc: value too large: 40000 bytes"), "\(approved)")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "alice"), "kept")
+
+        // The furthest the kernel reaches is stored, with that deadline.
+        let furthest = Int64(Date().timeIntervalSince1970) + Int64(UInt32.max) - 60
+        XCTAssertEqual(try helper("store", "protocol=https\nhost=\(host)\nusername=alice\npassword=far\npassword_expiry_utc=\(furthest)\n").status, 0)
+        XCTAssertEqual(try Keychain(service: service).item("alice")?.deadline?.secondsSinceEpoch, furthest)
+        XCTAssertEqual(try helper("get", "protocol=https\nhost=\(host)\nusername=alice\n").output,
+                       "username=alice\npassword=far\npassword_expiry_utc=\(furthest)\n")
+    }
+
     func testTheOAuthRefreshTokenIsKeptBesideThePasswordAndOutlivesIt() throws {
         let (host, service) = uniqueHost()
         let expiry = Int(Date().timeIntervalSince1970) + 2

@@ -97,6 +97,24 @@ final class PythonKeyringTests: KeyringTestCase {
         XCTAssertEqual(try keyring("get", service, "alice").status, 1, "keyring get of a missing password")
     }
 
+    func testAServiceNamedAsTheDockerHelpersIsTheHelpersAndItKeepsOneItemThere() throws {
+        // The helpers' services are names, not walls (docs/INTEGRATIONS.md, "Which
+        // services each helper uses"): python reaches docker's credential by its name,
+        // and docker's next login replaces what python put beside it.
+        let sandbox = try HelperSandbox("pydocker")
+        defer { sandbox.remove() }
+        let server = uniqueService() + ".example"
+        let service = "docker:" + server
+        servicesToRemove.append(KeyName(service))
+        let stored = try sandbox.helper("docker-credential-kc", ["store"], input: #"{"ServerURL":"\#(server)","Username":"alice","Secret":"pw"}"#)
+        XCTAssertEqual(stored.status, 0, "\(stored)")
+        XCTAssertEqual(try keyring("get", service, "alice").output, "pw\n", "python reads the helper's item by its service")
+        XCTAssertEqual(try keyring("set", service, "bob", input: "from python\n").status, 0)
+        XCTAssertEqual(try Keychain(service: service).allKeys().sorted(), ["alice", "bob"])
+        XCTAssertEqual(try sandbox.helper("docker-credential-kc", ["store"], input: #"{"ServerURL":"\#(server)","Username":"alice","Secret":"pw2"}"#).status, 0)
+        XCTAssertEqual(try Keychain(service: service).allKeys(), ["alice"], "the helper keeps one credential per server")
+    }
+
     func testLibraryReadsWritesAndDeletesExactly() throws {
         let service = uniqueService()
         let script = """

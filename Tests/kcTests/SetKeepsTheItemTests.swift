@@ -104,7 +104,7 @@ final class SetKeepsTheItemTests: VaultTestCase {
         }
         let refused = try vault.set(service, "token", "newer", options: ["--timeout", "never"])
         XCTAssertEqual(refused.status, 64, "\(refused)")
-        XCTAssertTrue(refused.standardError.contains("invalid timeout 'never': use a positive duration such as 90s, 15m, 2h, 7d or 1h30m, or 'none'"), refused.standardError)
+        XCTAssertTrue(refused.standardError.contains("--timeout must be a positive duration such as 90s, 15m, 2h, 7d or 1h30m (at most 136 years), or 'none'; not 'never'"), refused.standardError)
         XCTAssertEqual(try vault.get(service, "token").output, "old", "a refused timeout changes nothing")
     }
 

@@ -116,6 +116,27 @@ final class SharingTests: XCTestCase {
         XCTAssertTrue(asOutsider.standardError.contains("keyctl_read_alloc: Permission denied"), asOutsider.standardError)
     }
 
+    func testSharedListingsEscapeATabInANameForPeopleAndKeepItExactForScripts() throws {
+        let base = uniqueService()
+        let service = base + "\ttab"
+        services.append(service)
+        let stored = try owner.run("""
+            printf v | "$KC" set --group \(group) --access after-first-unlock "$(printf '\(base)\\ttab')" token
+            """)
+        XCTAssertEqual(stored.status, 0, "\(stored)")
+        let listed = try member.run("""
+            "$KC" ls --shared --long | grep -F '\(base)'
+            "$KC" ls --shared | grep -F '\(base)'
+            "$KC" ls --shared --json | grep -c -F '\(base)\\ttab'
+            """)
+        XCTAssertEqual(listed.output, """
+            \(owner.name)/\(base)\\x09tab\t\(group)\tread-only
+            \(owner.name)/\(service)
+            1
+
+            """, "--long escapes the tab; plain output into a pipe and --json keep the name exact: \(listed)")
+    }
+
     func testAMemberCannotChangeAReadOnlyShareAndCanOnceItIsGroupWritable() throws {
         let service = uniqueService()
         _ = try ownerShares(service)

@@ -157,11 +157,26 @@ final class VaultCommandTests: VaultTestCase {
         let passphrase = Array((VaultFixture.passphrase + "\n").utf8)
         var nothingMade: Bool { (try? FileManager.default.contentsOfDirectory(atPath: vault.dataHome))?.isEmpty == true }
 
-        for factor in ["23", "9"] {
+        for factor in ["23", "9", "-5"] {
             let result = try vault.kc(["vault", "init", "--work-factor", factor], input: passphrase)
             XCTAssertEqual(result.status, 64, "\(result)")
             XCTAssertTrue(result.standardError.hasPrefix("kc: ") && result.standardError.contains("work factor \(factor)"), result.standardError)
             XCTAssertEqual(result.standardError.filter { $0 == "\n" }.count, 1, "one line: \(result.standardError)")
+        }
+        XCTAssertTrue(nothingMade)
+
+        // A negative number is a bad value, not a missing one (ArgumentParser took -5 for an option).
+        let negatives: [(arguments: [String], says: String)] = [
+            (["vault", "init", "--work-factor=-5"], "kc: invalid work factor -5: use 10 to 22; see 'kc --help'\n"),
+            (["vault", "init", "--passphrase-fd", "-5"], "kc: --passphrase-fd takes an open file descriptor's number, 0 or more; not '-5'; see 'kc --help'\n"),
+            (["unlock", "--passphrase-fd", "-5"], "kc: --passphrase-fd takes an open file descriptor's number, 0 or more; not '-5'; see 'kc --help'\n"),
+            (["vault", "passwd", "--new-passphrase-fd", "-5"], "kc: --new-passphrase-fd takes an open file descriptor's number, 0 or more; not '-5'; see 'kc --help'\n"),
+            (["vault", "passwd", "--work-factor", "-5"], "kc: invalid work factor -5: use 10 to 22; see 'kc --help'\n"),
+        ]
+        for (arguments, says) in negatives {
+            let result = try vault.kc(arguments, input: passphrase)
+            XCTAssertEqual(result.status, 64, "\(arguments): \(result)")
+            XCTAssertEqual(result.standardError, says, "\(arguments)")
         }
         XCTAssertTrue(nothingMade)
 

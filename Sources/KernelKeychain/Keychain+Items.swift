@@ -174,8 +174,21 @@ extension Keychain {
     ) throws(KeychainError) -> Bool {
         guard let located = try own.locate(key, exactLevel: true), var value = try Placement.value(of: located.item) else { return false }
         defer { value.overwriteWithZeros() }
+        try takeSavedValue(into: &value, of: located, named: key, in: own.name, from: journal)
         let (changes, change) = try describe(located, value)
         return try journal.record(changes, committing: { $0 }, change)
+    }
+
+    /// For a journal entry: replaces the kernel's `value` of an item that members of a
+    /// group-writable share may write with the value the journal holds (the owner's last
+    /// save), so a vault never saves a value another uid may have written. Nothing
+    /// changes for an item only its owner may write, or one the journal does not keep.
+    private static func takeSavedValue(into value: inout [UInt8], of located: LocatedItem, named key: KeyName, in service: KeyName,
+                                       from journal: some ItemJournal) throws(KeychainError) {
+        guard journal.persists, Placement.othersMayWrite(located.item),
+              var saved = try journal.keptValue(of: key, in: service) else { return }
+        swap(&value, &saved)
+        saved.overwriteWithZeros()
     }
 
     /// Renames an item, within this service or into `target`'s (another of the caller's
@@ -208,12 +221,17 @@ extension Keychain {
             guard kept || !sameKey else { return try from.move(moving, at: level, named: key, to: to) }
             guard var value = try Placement.value(of: moving.item) else { return false }
             defer { value.overwriteWithZeros() }
+            // The journal gets the owner's saved value for an item members may write;
+            // the kernel keeps what it holds (a member's, perhaps) under the new name.
+            var saved = value
+            defer { saved.overwriteWithZeros() }
+            if kept { try Self.takeSavedValue(into: &saved, of: moving, named: key, in: from.name, from: journal) }
 
             var changes: [ItemChange] = []
             if kept {
                 let targetLevel = existing?.accessibility ?? level
                 let targetDeadline = existing.map(\.shownDeadline) ?? deadline
-                changes = [.saved(JournaledItem(service: to.name, name: newKey, accessibility: targetLevel, deadline: targetDeadline, value: value)),
+                changes = [.saved(JournaledItem(service: to.name, name: newKey, accessibility: targetLevel, deadline: targetDeadline, value: saved)),
                            .removed(service: from.name, name: key)]
             }
             return try journal.record(changes, committing: { $0 }) { () throws(KeychainError) in

@@ -85,6 +85,10 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// The item is not in the kernel but the vault holds it, and the vault is locked.
     case vaultLocked(service: String, item: String)
+    /// A change of level, deadline or name of an item members of a group-writable share
+    /// may write, while the vault is locked: the vault saves only the owner's value,
+    /// which it must open to carry over.
+    case vaultLockedForMembersItem(service: String, item: String)
     /// The item is not in the kernel and the vault holds it at `when-unlocked`, which
     /// comes back only in a login session that unlocked (PAM's session step, or
     /// `kc unlock` in that session): not in cron, a service, or a shell outside the login.
@@ -143,7 +147,7 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             .kernel
         case .notInGroup, .notShared, .sharedByMany, .sharedServiceGone, .sharedReadOnly, .ownerOnly, .memberWriteRefused, .sharedWithAnotherGroup:
             .sharing
-        case .vaultLocked, .vaultKeepsForLoginSessions, .vaultNotInitialized, .vaultAlreadyExists, .wrongPassphrase, .weakPassphrase, .invalidWorkFactor, .vaultUnsafe, .vaultIOFailed, .vaultFull, .vaultMissing, .vaultNotSaved, .vaultCrypto, .vaultNotUnlockedOnThisMachine, .cannotSwitchUser:
+        case .vaultLocked, .vaultLockedForMembersItem, .vaultKeepsForLoginSessions, .vaultNotInitialized, .vaultAlreadyExists, .wrongPassphrase, .weakPassphrase, .invalidWorkFactor, .vaultUnsafe, .vaultIOFailed, .vaultFull, .vaultMissing, .vaultNotSaved, .vaultCrypto, .vaultNotUnlockedOnThisMachine, .cannotSwitchUser:
             .vault
         }
     }
@@ -239,6 +243,8 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             return "service '\(service)' already has items; remove them first (kc rm) or choose another name"
         case .vaultLocked(let service, let item):
             return "no item '\(item)' in service '\(service)' in the kernel: the vault holds it but is locked; run 'kc unlock'"
+        case .vaultLockedForMembersItem(let service, let item):
+            return "item '\(item)' of '\(service)' is in a group-writable share, so the kernel's value may be a member's, and the vault saves only yours: run 'kc unlock' so kc can carry your saved value over, then try again"
         case .vaultKeepsForLoginSessions(let service, let item):
             return "no item '\(item)' in service '\(service)' in this session: the vault keeps when-unlocked items for login sessions (not cron, services or shells outside a login); run 'kc unlock' to load them here, or store it with --access after-first-unlock"
         case .vaultNotInitialized(let path):

@@ -60,7 +60,7 @@ extension Errno {
         case .sharedByMany, .sharedWithAnotherGroup:
             .invalidArgument
         // The vault: a locked or unsafe vault refuses; a damaged file is an I/O error.
-        case .vaultLocked, .vaultKeepsForLoginSessions, .vaultNotUnlockedOnThisMachine, .vaultUnsafe, .cannotSwitchUser:
+        case .vaultLocked, .vaultLockedForMembersItem, .vaultKeepsForLoginSessions, .vaultNotUnlockedOnThisMachine, .vaultUnsafe, .cannotSwitchUser:
             .permissionDenied
         case .vaultNotInitialized:
             .noSuchFileOrDirectory

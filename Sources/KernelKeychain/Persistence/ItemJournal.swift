@@ -54,6 +54,10 @@ internal protocol ItemJournal {
     /// Whether this journal keeps anything at all (false: no journal, so a write need
     /// not describe its change).
     var persists: Bool { get }
+    /// The value the journal holds for an item (the owner's last save), for a change
+    /// that must not save the kernel's value (one members may have written); nil if it
+    /// holds none.
+    func keptValue(of name: KeyName, in service: KeyName) throws(KeychainError) -> [UInt8]?
 }
 
 extension ItemJournal {
@@ -91,4 +95,5 @@ internal struct NoJournal: ItemJournal {
     func keptLevels(of name: KeyName, in service: KeyName) -> [Accessibility] { [] }
     func keptNames(in service: KeyName) -> [KeyName] { [] }
     var persists: Bool { false }
+    func keptValue(of name: KeyName, in service: KeyName) throws(KeychainError) -> [UInt8]? { nil }
 }

@@ -193,16 +193,23 @@ extension OwnService {
     /// deadline exactly. False if it vanished. In a group-writable share, an item loses
     /// members' write before it gets a deadline, and gets it back when the deadline goes
     /// (see ``Sharing``).
+    ///
+    /// A deadline for an item others may write is given by displacement, as a timed
+    /// store is: a member's `keyctl_update` that passed its permission check before the
+    /// write right was taken away could still land after the timeout was set, and clear
+    /// it. The new key is made whole (value, no member write, deadline) before it replaces
+    /// the old one, which a late update then changes harmlessly.
     func setDeadline(_ deadline: Deadline?, of located: LocatedItem) throws(KeychainError) -> Bool {
         let seconds = deadline.map { UInt32(clamping: max($0.secondsLeft, 1)) } ?? 0
+        if seconds > 0, let info = try? located.item.describe(), info.permissions != info.permissions.withoutWriteForOthers {
+            guard var value = try Placement.value(of: located.item) else { return false }
+            defer { value.overwriteWithZeros() }
+            return try value.withValueBytes { bytes throws(KeychainError) in
+                try Placement.replace(bytes, of: located, named: info.description, deadline: deadline, displacing: true, like: info)
+            }
+        }
         do {
             return try unlessGone { () throws(KeyctlError) -> Void in
-                if seconds > 0 {
-                    let info = try located.item.describe()
-                    if info.permissions != info.permissions.withoutWriteForOthers {
-                        try located.item.setPermissions(info.permissions.withoutWriteForOthers)
-                    }
-                }
                 try DeadlineRecords.setTimeout(seconds, of: located.item, deadline: deadline)
                 if seconds == 0, let sharing = Sharing(try located.ring.describe()), sharing.isGroupWritable {
                     try Sharing.apply(sharing, to: located.item, as: .item, expiring: false)

@@ -350,6 +350,26 @@ extension Vault {
         return newest?.record
     }
 
+    /// The value the vault holds for an item, opened with the stashed identity; nil if
+    /// it holds no file of it. Throws ``KeychainError/vaultLockedForMembersItem(service:item:)``
+    /// if the vault is locked, and the file's problem if it cannot be opened.
+    internal func savedValue(of name: KeyName, in service: KeyName) throws(KeychainError) -> [UInt8]? {
+        let levels = levels(ofItem: name, in: service)
+        guard !levels.isEmpty else { return nil }
+        guard let identity = VaultKeys.stashed(for: directory) else {
+            throw .vaultLockedForMembersItem(service: service.description, item: name.description)
+        }
+        var report = VaultUnlockReport()
+        let files = levels.map { ($0, directory.itemFile($0, service, name)) }
+        guard let record = newestRecord(of: ItemKey(service: service, name: name), in: files,
+                                        identities: Self.identities(for: identity), report: &report) else {
+            let problem = report.unreadable.first
+            throw .vaultCrypto(path: problem?.what ?? directory.itemFile(levels[0], service, name).description,
+                               problem?.reason ?? "cannot be opened")
+        }
+        return record.value
+    }
+
     /// Decrypts and parses one file; nil (and a report line) if it cannot be.
     private func open(_ file: VaultPath, identities: [AgeX25519Identity], report: inout VaultUnlockReport) -> VaultRecord? {
         let sealed: [UInt8]

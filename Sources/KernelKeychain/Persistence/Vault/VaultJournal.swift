@@ -71,6 +71,10 @@ extension Vault: ItemJournal {
     }
 
     var persists: Bool { true }
+
+    func keptValue(of name: KeyName, in service: KeyName) throws(KeychainError) -> [UInt8]? {
+        try savedValue(of: name, in: service)
+    }
 }
 
 extension VaultRecord {

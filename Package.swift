@@ -51,7 +51,10 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
-        .target(name: "KernelKeychain", dependencies: ["Keyrings", "Age", .product(name: "Crypto", package: "swift-crypto")]),
+        // Linux calls glibc does not wrap (openat2, for the vault's reads that must not
+        // cross into a mount): a module map and one header, no library.
+        .systemLibrary(name: "CLinux"),
+        .target(name: "KernelKeychain", dependencies: ["Keyrings", "Age", "CLinux", .product(name: "Crypto", package: "swift-crypto")]),
         .systemLibrary(name: "CFuse3", pkgConfig: "fuse3",
                        providers: [.apt(["libfuse3-dev"])]),
         .target(

@@ -42,6 +42,55 @@ func runToCompletion(_ program: String, _ arguments: [String]) -> Int32? {
     return status & 0x7f == 0 ? (status >> 8) & 0xff : nil
 }
 
+/// How a program run with a deadline (``runWithDeadline(_:_:seconds:grace:)``) ended.
+enum DeadlineOutcome: Equatable {
+    case exited(Int32)
+    case killedBySignal(Int32)
+    /// Still running at the deadline, so killed (SIGKILL). `ended` is false if it did
+    /// not end even then, within the grace: a process waiting in the kernel for a FUSE
+    /// daemon that already took its request cannot die until the daemon answers. It
+    /// is left behind, not waited for.
+    case timedOut(ended: Bool)
+    case couldNotStart
+}
+
+/// Runs a program and waits for it at most `seconds`; then kills it and waits at most
+/// `grace` seconds more. Never waits longer: the caller goes on whatever the child does.
+func runWithDeadline(_ program: String, _ arguments: [String], seconds: Int, grace: Int = 5) -> DeadlineOutcome {
+    guard let pid = spawn(program, arguments) else { return .couldNotStart }
+    if let status = waitForExit(of: pid, seconds: seconds) {
+        // WIFEXITED / WEXITSTATUS / WTERMSIG are macros.
+        return status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .killedBySignal(status & 0x7f)
+    }
+    kill(pid, SIGKILL)
+    return .timedOut(ended: waitForExit(of: pid, seconds: grace) != nil)
+}
+
+/// The child's wait status once it ended, or nil if it still runs after `seconds`.
+/// Polls (`waitpid` with WNOHANG), at 1 ms at first and at most every 50 ms, so a quick
+/// child costs no more than a blocking wait and a slow one little.
+private func waitForExit(of pid: pid_t, seconds: Int) -> Int32? {
+    let deadline = monotonicNanoseconds() + UInt64(seconds) * 1_000_000_000
+    var pause: UInt32 = 1_000
+    while true {
+        var status: Int32 = 0
+        let result = waitpid(pid, &status, WNOHANG)
+        if result == pid { return status }
+        // ECHILD: someone else reaped it (SIGCHLD ignored): it ended, how is unknown,
+        // so it counts as failed (exit 2).
+        if result < 0 && errno == ECHILD { return 2 << 8 }
+        if monotonicNanoseconds() >= deadline { return nil }
+        usleep(pause)
+        pause = min(pause * 2, 50_000)
+    }
+}
+
+private func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
 /// The path of this executable.
 func ownExecutablePath() -> String {
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)

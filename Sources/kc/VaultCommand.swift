@@ -197,22 +197,45 @@ extension KC.VaultCommand {
             discussion: """
             What kc-vault-boot.service runs (and, daily, kc-vault-refresh.timer, which
             also keeps each persistent keyring from expiring). Each user is handled in
-            a process of its own that becomes that user before touching a key.
+            a process of its own that becomes that user before touching a key, and is
+            given --deadline seconds: a user whose load does not end by then (a
+            filesystem in their home that does not answer) is stopped and named, and
+            the other users still load. Exits 2 if any user's load failed.
 
               sudo kc vault boot
               sudo kc vault boot --user alice
             """
         )
 
-        @Option(help: ArgumentHelp("Only this user (run in its own process by the plain form).", valueName: "user"))
-        var user: String?
+        @Option(name: .customLong("user"), help: ArgumentHelp("Only this user (repeat for more).", valueName: "user"))
+        var users: [String] = []
+
+        @Option(help: ArgumentHelp("Seconds each user's load may take before kc stops it and goes on with the next user.", valueName: "seconds"))
+        var deadline: Int = Boot.defaultDeadline
+
+        /// One user's load, in this process: what the plain form runs for each user.
+        @Option(name: .customLong("step"), help: .hidden)
+        var step: String?
+
+        /// With --step: a user without a vault of their own with always items is passed
+        /// over in silence (the plain form tries every account).
+        @Flag(name: .customLong("only-if-any"), help: .hidden)
+        var onlyIfAny = false
+
+        /// Far more than a load takes (milliseconds a user; the host key needs no
+        /// scrypt), and the unit's TimeoutStartSec= allows for many users who hit it.
+        static let defaultDeadline = 30
+
+        func validate() throws {
+            guard (1...3600).contains(deadline) else { throw ValidationError("--deadline takes 1 to 3600 seconds") }
+        }
 
         func run() throws {
-            if let user {
-                let report = try HostKey.loadAlwaysItems(of: user)
+            if let user = step {
+                guard let report = try HostKey.loadAlwaysItems(of: user, onlyIfAny: onlyIfAny) else { return }
                 let loaded = report.loaded[.always] ?? 0
                 print("kc: \(user): loaded \(loaded) always items, \(report.alreadyLoaded) already loaded, \(report.waiting) wait for an unlock")
-                for problem in report.unreadable + report.failed { standardError("kc: \(user): not loaded: \(problem.what): \(problem.reason)") }
+                for problem in report.skippedFolders + report.unreadable + report.failed { standardError("kc: \(user): not loaded: \(problem.what): \(problem.reason)") }
                 for problem in report.notSavedAgain { standardError("kc: \(user): loaded, but not saved again: \(problem.what): \(problem.reason)") }
                 if !report.isClean { throw ExitStatus.failure }
                 return
@@ -221,11 +244,36 @@ extension KC.VaultCommand {
                 standardError("kc: 'kc vault boot' runs as root (the host key is root's); try 'sudo kc vault boot'")
                 throw ExitStatus.failure
             }
+            // This process never looks into a home: each user's step does, as that
+            // user, with a deadline, so one home that hangs holds up no one else.
             var failed = false
-            for name in HostKey.usersWithAlwaysItems() {
-                if runToCompletion(ownExecutablePath(), ["vault", "boot", "--user", name]) != 0 { failed = true }
+            for user in users.isEmpty ? HostKey.accounts() : users {
+                let arguments = ["vault", "boot", "--step", user] + (users.isEmpty ? ["--only-if-any"] : [])
+                switch runWithDeadline(ownExecutablePath(), arguments, seconds: deadline) {
+                case .exited(0):
+                    continue
+                case .exited:
+                    break  // the step said why
+                case .killedBySignal(let signal):
+                    standardError("kc: \(user): not loaded: the load was killed by signal \(signal); run 'sudo kc vault boot --user \(user)' to try again")
+                case .couldNotStart:
+                    standardError("kc: \(user): not loaded: cannot start \(ownExecutablePath()) for the load; check that kc is installed whole")
+                case .timedOut(let ended):
+                    standardError(Self.timedOut(user, after: deadline, ended: ended))
+                }
+                failed = true
             }
             if failed { throw ExitStatus.failure }
+        }
+
+        /// One line for a user whose load was stopped at the deadline: what hangs, the
+        /// way out, and that the others go on.
+        static func timedOut(_ user: String, after seconds: Int, ended: Bool) -> String {
+            let folder = HostKey.vaultFolder(of: user) ?? "their home"
+            let stuck = ended ? "" : " (its process is stuck in the kernel and was left behind)"
+            return "kc: \(user): not loaded: the load did not end within \(seconds) seconds and was stopped\(stuck); "
+                + "something in or above \(folder) does not answer, such as a filesystem mounted there whose daemon is stopped (a stopped 'kc mount'); "
+                + "unmount it, then run 'sudo kc vault boot --user \(user)' (or 'kc unlock' as \(user)); the other users' items still load"
         }
     }
 }

@@ -65,26 +65,52 @@ public enum HostKey {
         return identity
     }
 
-    /// Users with `always` items in a vault at the default place in their home.
-    /// Only a vault its user owns counts (two accounts sharing a home share no vault).
-    public static func usersWithAlwaysItems() -> [String] {
-        LocalDatabase.users().filter { account in
-            let items = VaultPath(account.home).appending(".local/share/kc/items")
-            guard VaultDirectory(root: items, owner: account.uid).isOwnFolder(items) else { return false }
-            return [Accessibility.always, .alwaysThisDeviceOnly].contains { level in
-                !VaultDirectory(root: items, owner: account.uid).entries(of: items.appending(level.name)).isEmpty
-            }
-        }.map(\.name)
+    /// Every account in the password database, for the boot load to look at each in a
+    /// process of its own (``loadAlwaysItems(of:onlyIfAny:)``). The caller, root, never
+    /// looks into a home itself: a filesystem a user mounted there whose daemon is
+    /// stopped would make it wait for ever, and every later user with it.
+    public static func accounts() -> [String] {
+        LocalDatabase.users().map(\.name)
+    }
+
+    /// Where the boot load looks for `user`'s vault (`~/.local/share/kc`), from the
+    /// password database alone: nothing is looked at on disk.
+    public static func vaultFolder(of user: String) -> String? {
+        Accounts.account(named: user).map { VaultPath($0.home).appending(".local/share/kc").description }
     }
 
     /// At boot, as root: becomes `user` and loads that user's `always` items into their
     /// persistent keyring with the host key. Files not encrypted to the host key (saved
     /// before `host-init`) wait for the user's next unlock, which encrypts them to it.
-    public static func loadAlwaysItems(of user: String) throws(KeychainError) -> VaultUnlockReport {
+    ///
+    /// With `onlyIfAny` (the load of every account), nil when the user has no vault of
+    /// their own at the default place with `always` items: nothing to load, nothing to
+    /// say. Only a vault its user owns counts (two accounts sharing a home share no vault).
+    public static func loadAlwaysItems(of user: String, onlyIfAny: Bool = false) throws(KeychainError) -> VaultUnlockReport? {
         let identity = try identity()
-        try PAMUser.become(user, newSession: true)
+        try PAMUser.become(user, newSession: false)
         let vault = try Vault.atDefaultLocation()
+        if onlyIfAny {
+            let directory = vault.directory
+            guard let root = try? directory.status(of: directory.root),
+                  root.st_mode & S_IFMT == S_IFDIR, root.st_uid == geteuid(),
+                  [Accessibility.always, .alwaysThisDeviceOnly].contains(where: { hasEntries(directory.levelFolder($0), in: directory) })
+            else { return nil }
+        }
+        // A session keyring of the user's own, not root's, for the keys the load adds.
+        try PAMUser.become(user, newSession: true)
         try vault.requireExisting()
         return try vault.load(with: [identity], levels: [.always], stash: nil, boot: true)
+    }
+
+    /// Whether a level's folder holds anything, or holds something kc refuses (a mount
+    /// point): the load then says what.
+    private static func hasEntries(_ folder: VaultPath, in directory: VaultDirectory) -> Bool {
+        do {
+            guard try directory.status(of: folder) != nil else { return false }
+        } catch {
+            return true
+        }
+        return !directory.names(in: folder).isEmpty
     }
 }

@@ -152,10 +152,8 @@ extension VaultDirectory {
 
     /// Whether a regular file is there (not following links).
     func isFile(_ path: VaultPath) -> Bool {
-        (try? path.withCString { cPath in
-            var info = stat()
-            return lstat(cPath, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
-        }) ?? false
+        guard let info = try? status(of: path) else { return false }
+        return info.st_mode & S_IFMT == S_IFREG
     }
 }
 

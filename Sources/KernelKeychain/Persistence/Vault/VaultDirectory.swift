@@ -47,7 +47,9 @@ internal struct VaultPath: Hashable, Sendable, CustomStringConvertible {
 ///
 /// The folder is the user's, mode 0700, its files 0600; kc refuses one that is not.
 /// Files are read without following links and written by rename, so a reader never
-/// sees half a file.
+/// sees half a file. What is below the folder is looked at and read from the folder
+/// on, never across a mount point (``openInside(_:flags:mode:)``): another filesystem
+/// mounted inside the vault is refused, not looked into.
 internal struct VaultDirectory: Sendable {
     let root: VaultPath
     /// Whose files these must be: the caller's own, or root's for the host key.
@@ -109,10 +111,60 @@ internal struct VaultDirectory: Sendable {
     }
 
     private func isPresent(_ path: VaultPath) -> Bool {
-        (try? path.withCString { cPath in
-            var info = stat()
-            return lstat(cPath, &info) == 0
-        }) ?? false
+        let fd = openInside(path, flags: O_PATH)
+        guard fd >= 0 else { return false }
+        close(fd)
+        return true
+    }
+
+    // MARK: Opening without crossing a mount
+
+    /// Opens a file or folder of the vault, not following a link at the end, as
+    /// `open(2)` does, and returns its descriptor or -1 with errno set. Below the root
+    /// the walk starts from the root and never crosses a mount point (``openBeneath``):
+    /// EXDEV if one is on the way, the last name included; ELOOP for a link on the way.
+    /// The root itself (and a path outside it) is opened by its path.
+    ///
+    /// A user can mount a filesystem of theirs anywhere in their vault folder, and one
+    /// whose daemon is stopped makes every call that reaches it wait for ever (root's
+    /// boot load, above all). So every look at an entry below the root goes through
+    /// here: an `O_PATH` descriptor and `fstat` instead of `lstat`, this and
+    /// `fdopendir` instead of `opendir`.
+    func openInside(_ path: VaultPath, flags: Int32, mode: mode_t = 0) -> Int32 {
+        let below = root.bytes + [UInt8(ascii: "/")]
+        guard path.bytes.count > below.count, path.bytes.starts(with: below) else {
+            return (try? path.withCString { open($0, flags | O_NOFOLLOW | O_CLOEXEC, mode) }) ?? -1
+        }
+        guard let rootFD = try? root.withCString({ open($0, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }), rootFD >= 0 else {
+            return -1
+        }
+        let fd = openBeneath(rootFD, Array(path.bytes[below.count...]), flags: flags, mode: mode)
+        let saved = errno
+        close(rootFD)
+        errno = saved
+        return fd
+    }
+
+    /// The mount point that made ``openInside(_:flags:mode:)`` refuse `path` (EXDEV):
+    /// `path` itself or the first folder on the way to it that is one.
+    private func mountPoint(on path: VaultPath) -> VaultPath {
+        var prefix = root
+        for component in path.bytes[root.bytes.count...].split(separator: UInt8(ascii: "/")) {
+            prefix = prefix.appending(bytes: Array(component))
+            let fd = openInside(prefix, flags: O_PATH)
+            if fd >= 0 { close(fd) } else if errno == EXDEV { return prefix }
+        }
+        return path
+    }
+
+    /// Why kc did not open `path`: another filesystem is mounted on it, or on a folder
+    /// on the way to it, inside the vault. The fix unmounts, never removes anything.
+    private func mountedInside(_ path: VaultPath) -> KeychainError {
+        let mount = mountPoint(on: path)
+        let whatIsThere = mount == path ? "is a mount point" : "is under \(mount), a mount point"
+        return .vaultUnsafe(path: path.description,
+                            problem: "\(whatIsThere): another filesystem is mounted in the vault folder, and kc does not look into it (a filesystem whose daemon is stopped would make kc wait for ever)",
+                            fix: "unmount it ('fusermount3 -u \(mount)', or as root 'umount \(mount)'), then try again")
     }
 
     /// Refuses a vault folder that is not a real folder of the caller's with mode 0700:
@@ -205,13 +257,18 @@ internal struct VaultDirectory: Sendable {
         }
     }
 
-    private func status(of path: VaultPath) throws(KeychainError) -> stat? {
-        try path.withCString { cPath throws(KeychainError) in
-            var info = stat()
-            if lstat(cPath, &info) == 0 { return info }
+    /// What `lstat` says of `path`, but from an `O_PATH` descriptor opened without
+    /// crossing a mount (``openInside(_:flags:mode:)``); nil if there is nothing there.
+    func status(of path: VaultPath) throws(KeychainError) -> stat? {
+        let fd = openInside(path, flags: O_PATH)
+        guard fd >= 0 else {
             if errno == ENOENT || errno == ENOTDIR { return nil }
-            throw .vaultIOFailed(path: path.description, action: "look at", reason: Errno(rawValue: errno).description)
+            throw failure(Errno(rawValue: errno), action: "look at", path)
         }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw failure(Errno(rawValue: errno), action: "look at", path) }
+        return info
     }
 
     // MARK: Reading
@@ -221,13 +278,10 @@ internal struct VaultDirectory: Sendable {
     /// Files over `limit` bytes are refused before anything is allocated (an item file
     /// is at most a few KiB over the largest value).
     func read(_ path: VaultPath, limit: Int = 1 << 20) throws(KeychainError) -> [UInt8]? {
-        let fd = try path.withCString { cPath in open(cPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) }
+        let fd = openInside(path, flags: O_RDONLY | O_NONBLOCK)
         guard fd >= 0 else {
             if errno == ENOENT || errno == ENOTDIR { return nil }
-            if errno == ELOOP {
-                throw .vaultUnsafe(path: path.description, problem: "is a symbolic link", fix: "remove the link")
-            }
-            throw .vaultIOFailed(path: path.description, action: "open", reason: Errno(rawValue: errno).description)
+            throw failure(Errno(rawValue: errno), action: "open", path)
         }
         defer { close(fd) }
         var info = stat()
@@ -276,7 +330,12 @@ internal struct VaultDirectory: Sendable {
 
     /// The names in any folder that can be read, kc's to use or not: what is there.
     func names(in folder: VaultPath) -> [[UInt8]] {
-        guard let stream = try? folder.withCString({ opendir($0) }) else { return [] }
+        let fd = openInside(folder, flags: O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else { return [] }
+        guard let stream = fdopendir(fd) else {
+            close(fd)
+            return []
+        }
         defer { closedir(stream) }
         var names: [[UInt8]] = []
         while let entry = readdir(stream) {
@@ -294,10 +353,8 @@ internal struct VaultDirectory: Sendable {
     /// Whether `folder` is a real folder (not a link) of the vault's owner that nobody
     /// else can use: kc never lists, fills or empties anything else.
     func isOwnFolder(_ folder: VaultPath) -> Bool {
-        (try? folder.withCString { path in
-            var info = stat()
-            return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR && info.st_uid == owner && info.st_mode & 0o077 == 0
-        }) ?? false
+        guard let info = try? status(of: folder) else { return false }
+        return info.st_mode & S_IFMT == S_IFDIR && info.st_uid == owner && info.st_mode & 0o077 == 0
     }
 
     /// A new file written whole to `tmp/` and flushed to disk, not yet in place.
@@ -315,7 +372,7 @@ internal struct VaultDirectory: Sendable {
         var generator = SystemRandomNumberGenerator()
         let name = "new-" + String(generator.next() as UInt64, radix: 36) + String(generator.next() as UInt64, radix: 36)
         let path = temporaryFolder.appending(name)
-        let fd = try path.withCString { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600) }
+        let fd = openInside(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
         guard fd >= 0 else { throw failure(Errno(rawValue: errno), action: "create", path) }
         var failure: Errno? = nil
         bytes.withUnsafeBytes { raw in
@@ -343,11 +400,16 @@ internal struct VaultDirectory: Sendable {
     /// there (`kernel.overflowuid`); nil outside one.
     private static let unmappedOwner: uid_t? = UserNamespace.outsideUID == nil ? nil : readSysctl("kernel/overflowuid").map { uid_t($0) }
 
-    /// A file or folder of the vault could not be made or written: a disk with no room
-    /// left is said so (``KeychainError/vaultFull(path:reason:)``, ENOSPC through the
-    /// mount), anything else is an I/O failure of that path.
+    /// A file or folder of the vault could not be looked at, made or written: a disk
+    /// with no room left is said so (``KeychainError/vaultFull(path:reason:)``, ENOSPC
+    /// through the mount), a mount point or a link on the way is refused as unsafe, and
+    /// anything else is an I/O failure of that path.
     private func failure(_ errno: Errno, action: String, _ path: VaultPath) -> KeychainError {
         if errno == .noSpace || errno == .diskQuotaExceeded { return .vaultFull(path: root.description, reason: errno.description) }
+        if errno == .improperLink { return mountedInside(path) }
+        if errno == .tooManySymbolicLinkLevels {
+            return .vaultUnsafe(path: path.description, problem: "is a symbolic link", fix: "remove the link")
+        }
         return .vaultIOFailed(path: path.description, action: action, reason: errno.description)
     }
 
@@ -380,10 +442,7 @@ internal struct VaultDirectory: Sendable {
         guard writable else {
             throw .vaultIOFailed(path: target.parent.description, action: "write in", reason: Errno(rawValue: errno).description)
         }
-        let kind = try target.withCString { path -> mode_t? in
-            var info = stat()
-            return lstat(path, &info) == 0 ? info.st_mode & S_IFMT : nil
-        }
+        let kind = try status(of: target).map { $0.st_mode & S_IFMT }
         if let kind, kind != S_IFREG, kind != S_IFLNK {
             throw .vaultUnsafe(path: target.description, problem: "is not a file (a folder or another kind of entry is in its place)",
                                fix: "move it away, then try again")
@@ -455,7 +514,8 @@ internal struct VaultDirectory: Sendable {
     }
 
     private func syncFolder(_ folder: VaultPath) {
-        guard let fd = try? folder.withCString({ open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }), fd >= 0 else { return }
+        let fd = openInside(folder, flags: O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else { return }
         fsync(fd)
         close(fd)
     }
@@ -467,10 +527,8 @@ internal struct VaultDirectory: Sendable {
     /// last writer wins in both. Nested calls in one thread take it once.
     func withLock<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
         if VaultLockState.isHeld { return try body() }
-        let fd = try lockFile.withCString { open($0, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }
-        guard fd >= 0 else {
-            throw .vaultIOFailed(path: lockFile.description, action: "open", reason: Errno(rawValue: errno).description)
-        }
+        let fd = openInside(lockFile, flags: O_RDWR | O_CREAT, mode: 0o600)
+        guard fd >= 0 else { throw failure(Errno(rawValue: errno), action: "open", lockFile) }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == owner, info.st_mode & 0o077 == 0 else {

@@ -160,7 +160,7 @@ extension Keychain {
             return try Self.changingKept(key, of: own, in: journal) { located, value throws(KeychainError) in
                 guard let level = located.accessibility else { return ([], { false }) }
                 let entry = JournaledItem(service: own.name, name: key, accessibility: level, deadline: deadline, value: value)
-                return ([.saved(entry)], { () throws(KeychainError) in try own.setDeadline(deadline, of: located) })
+                return ([.saved(entry)], { () throws(KeychainError) in try own.setDeadline(deadline, of: located, saved: value) })
             }
         }
     }

@@ -200,4 +200,125 @@ final class MemberWriteAttackTests: XCTestCase {
             alice-v1
             """, "the kernel kept bob's value until the lock; the vault only ever held alice's: \(owner)")
     }
+
+    // MARK: The owner's changes through the mount
+
+    /// alice's vault (in a fresh folder), unlocked, with `items` stored group-writable at
+    /// after-first-unlock and her `kc mount` at a folder of hers; bob writes a value of
+    /// the same size into each. Returns the vault, the mount point and the shell prelude
+    /// alice's later scripts need.
+    private func aliceMountsAWritableShareBobWrote(_ service: String, _ items: [String]) throws -> (vault: VaultFixture, mount: String, env: String) {
+        try MountFixture.requireFUSE()
+        guard UnprivilegedUser.grantFUSEDevice(to: LocalUser.alice.rawValue) else { throw XCTSkip("/dev/fuse is not usable by alice") }
+        let vault = try VaultFixture(owner: LocalUser.alice.rawValue)
+        let mount = try MountFixture.makeDirectory(owner: LocalUser.alice.rawValue)
+        let env = "export XDG_DATA_HOME='\(vault.dataHome)'\n"
+        let made = try LocalUser.alice.run(env + """
+            set -e
+            printf 'pass phrase\\n' | "$KC" vault init --work-factor 10 2>/dev/null
+            printf 'pass phrase\\n' | "$KC" unlock >/dev/null 2>&1
+            """ + items.map { "\nprintf 'alice-\($0)' | \"$KC\" set --group \(LocalUser.group) --group-writable --access after-first-unlock \(service) \($0)" }.joined()
+            + "\n\"$KC\" mount '\(mount)'")
+        guard made.status == 0 else {
+            forceUnmount(mount)
+            throw XCTSkip("alice cannot set up a vault and a mount here: \(made)")
+        }
+        let written = try LocalUser.bob.run(items.map {
+            "printf 'bob---\($0)' | \"$KC\" set --from \(LocalUser.alice.rawValue) \(service) \($0) || echo failed"
+        }.joined(separator: "\n"))
+        XCTAssertEqual(written.output, "", "\(written)")
+        return (vault, mount, env)
+    }
+
+    /// Found attacking round three's fixes: only unlock and lock kept the owner's value;
+    /// a change of deadline, level or name through the mount saved bob's value into
+    /// alice's vault (and a rename lost hers from disk).
+    func testTheOwnersVaultKeepsItsValueWhenTheOwnerChangesAMembersItem() throws {
+        let service = uniqueService()
+        let (vault, mount, env) = try aliceMountsAWritableShareBobWrote(service, ["one", "two", "three"])
+        defer { forceUnmount(mount); try? FileManager.default.removeItem(atPath: mount); _ = try? runCommand("/bin/rm", ["-rf", vault.dataHome]) }
+        let dir = "\(mount)/\(service)"
+
+        let changed = try LocalUser.alice.run(env + """
+            setfattr -n user.kc.timeout -v 3600 '\(dir)/one' && echo timeout
+            setfattr -n user.kc.access -v always '\(dir)/two' && echo access
+            mv '\(dir)/three' '\(dir)/four' && echo renamed
+            "$KC" umount '\(mount)'
+            "$KC" lock --level after-first-unlock --level always >/dev/null 2>&1
+            printf 'pass phrase\\n' | "$KC" unlock >/dev/null 2>&1
+            for item in one two four; do "$KC" get \(service) $item; echo; done
+            """)
+        XCTAssertEqual(changed.output, "timeout\naccess\nrenamed\nalice-one\nalice-two\nalice-three\n",
+                       "after a lock and unlock the vault gives back alice's values, not bob's: \(changed)")
+    }
+
+    /// With the vault locked, kc cannot open alice's saved value to carry it over, and
+    /// will not save the kernel's: the change is refused and nothing changes.
+    func testAChangeToAMembersItemWaitsForTheVaultToBeUnlocked() throws {
+        let service = uniqueService()
+        let (vault, mount, env) = try aliceMountsAWritableShareBobWrote(service, ["one"])
+        defer { forceUnmount(mount); try? FileManager.default.removeItem(atPath: mount); _ = try? runCommand("/bin/rm", ["-rf", vault.dataHome]) }
+
+        let refused = try LocalUser.alice.run(env + """
+            "$KC" lock >/dev/null 2>&1
+            setfattr -n user.kc.timeout -v 3600 '\(mount)/\(service)/one' 2>/dev/null; echo "setfattr=$?"
+            "$KC" ls --long \(service) | cut -f1,4
+            "$KC" get \(service) one
+            """)
+        XCTAssertEqual(refused.output, "setfattr=1\none\t-\nbob---one", "\(refused)")
+    }
+
+    /// Found attacking round three's fixes: the owner's deadline through the mount took
+    /// members' write away and then set the timeout on the same key, so a member's
+    /// `keyctl_update` that passed its check just before landed after, and cleared the
+    /// deadline (13 of 700 rounds). A deadline is now given by displacement.
+    func testAMemberHammeringUpdatesNeverClearsADeadlineTheOwnerSets() throws {
+        let service = uniqueService()
+        let (vault, mount, env) = try aliceMountsAWritableShareBobWrote(service, ["tok"])
+        defer { forceUnmount(mount); try? FileManager.default.removeItem(atPath: mount); _ = try? runCommand("/bin/rm", ["-rf", vault.dataHome]) }
+        let stop = "/tmp/kc-member-hammer-\(getpid())"
+        FileManager.default.createFile(atPath: stop, contents: nil)
+        chmod(stop, 0o644)
+        defer { unlink(stop) }
+
+        // bob updates whatever key of alice's is named tok, as fast as he can, twice over,
+        // while alice sets and clears the deadline for 15 s (the old way lost it about
+        // once in 50 rounds).
+        let hammer = Process()
+        hammer.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+        hammer.arguments = ["-u", LocalUser.bob.rawValue, "--", "python3", "-c", """
+            import ctypes, os
+            libc = ctypes.CDLL(None, use_errno=True)
+            def serials():
+                found = []
+                for line in open('/proc/keys'):
+                    f = line.split()
+                    if len(f) > 8 and f[7] == 'user' and f[8] == 'tok:':
+                        found.append(int(f[0], 16))
+                return found
+            while os.path.exists('\(stop)'):
+                for s in serials():
+                    for _ in range(50):
+                        libc.syscall(250, 2, s, b'bob---tok', 9)
+            """]
+        let second = Process()
+        second.executableURL = hammer.executableURL
+        second.arguments = hammer.arguments
+        try hammer.run()
+        try second.run()
+        defer { unlink(stop); hammer.waitUntilExit(); second.waitUntilExit() }
+
+        let rounds = try LocalUser.alice.run(env + """
+            f='\(mount)/\(service)/tok'; lost=0
+            end=$(($(date +%s) + 15))
+            while [ "$(date +%s)" -lt "$end" ]; do
+                setfattr -n user.kc.timeout -v 3600 "$f" || echo "setfattr failed"
+                left=$(getfattr --only-values -n user.kc.timeout "$f")
+                [ "$left" = 0 ] && lost=$((lost + 1))
+                setfattr -n user.kc.timeout -v 0 "$f"
+            done
+            echo "lost=$lost"
+            """)
+        XCTAssertEqual(rounds.output, "lost=0\n", "\(rounds)")
+    }
 }

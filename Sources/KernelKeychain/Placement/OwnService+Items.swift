@@ -198,11 +198,16 @@ extension OwnService {
     /// store is: a member's `keyctl_update` that passed its permission check before the
     /// write right was taken away could still land after the timeout was set, and clear
     /// it. The new key is made whole (value, no member write, deadline) before it replaces
-    /// the old one, which a late update then changes harmlessly.
-    func setDeadline(_ deadline: Deadline?, of located: LocatedItem) throws(KeychainError) -> Bool {
+    /// the old one, which a late update then changes harmlessly. It holds `saved` (the
+    /// owner's value the journal keeps, if the caller has it) rather than the kernel's:
+    /// without members' write it would count as the owner's own at the next lock.
+    func setDeadline(_ deadline: Deadline?, of located: LocatedItem, saved: [UInt8]? = nil) throws(KeychainError) -> Bool {
         let seconds = deadline.map { UInt32(clamping: max($0.secondsLeft, 1)) } ?? 0
         if seconds > 0, let info = try? located.item.describe(), info.permissions != info.permissions.withoutWriteForOthers {
-            guard var value = try Placement.value(of: located.item) else { return false }
+            var kernelValue: [UInt8]? = nil
+            if saved == nil { kernelValue = try Placement.value(of: located.item) }
+            guard var value = saved ?? kernelValue else { return false }
+            kernelValue?.overwriteWithZeros()
             defer { value.overwriteWithZeros() }
             return try value.withValueBytes { bytes throws(KeychainError) in
                 try Placement.replace(bytes, of: located, named: info.description, deadline: deadline, displacing: true, like: info)

@@ -25,7 +25,12 @@ public enum DangerousVariables {
         "PATH", "HOME", "XDG_*", "SHELL", "EDITOR", "VISUAL", "PAGER", "BROWSER",
         "MANPAGER", "MANOPT", "LESS", "LESSOPEN", "LESSCLOSE", "LESSKEY*", "SYSTEMD_*",
         "SUDO_ASKPASS", "SUDO_EDITOR", "VIMINIT", "GVIMINIT", "EXINIT", "MYVIMRC", "MYGVIMRC",
-        "VIMRUNTIME", "EMACSLOADPATH", "KC_*",
+        "VIMRUNTIME", "EMACSLOADPATH", "KC_*", "FCEDIT", "KUBE_EDITOR", "GH_PAGER", "GH_EDITOR",
+        "PSQLRC", "PSQL_PAGER", "PSQL_EDITOR", "HGRCPATH", "HGEDITOR", "IRBRC",
+        // build tools and the commands they run; remote shells of copy tools
+        "MAKEFLAGS", "MAKEFILES", "MFLAGS", "GNUMAKEFLAGS", "CC", "CXX", "CPP", "TAR_OPTIONS",
+        "RSYNC_RSH", "RSYNC_CONNECT_PROG", "CVS_RSH", "SVN_SSH", "MAVEN_OPTS", "GRADLE_OPTS",
+        "JAVA_HOME", "CLOUDSDK_PYTHON", "CONTAINER_HOST", "CONTAINERS_*", "TF_CLI_CONFIG_FILE", "ANSIBLE_*",
         // interpreters' and toolchains' module paths, options and start-up code
         "PYTHON*", "PERL5*", "PERLLIB", "PERLIO_DEBUG", "RUBY*", "GEM_HOME", "GEM_PATH",
         "BUNDLE_GEMFILE", "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
@@ -39,7 +44,7 @@ public enum DangerousVariables {
         // git: commands it runs, configuration that names more, files it writes to
         "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS*", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
         "GIT_PAGER", "GIT_EXEC_PATH", "GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "GIT_TEMPLATE_DIR",
-        "GIT_DIR", "GIT_CONFIG*", "GIT_TRACE*",
+        "GIT_DIR", "GIT_COMMON_DIR", "GIT_CONFIG*", "GIT_TRACE*", "GIT_SSL_NO_VERIFY", "GIT_SSL_CAINFO",
         // configuration files with commands or modules in them; where tools find credentials
         "OPENSSL_*", "GNUTLS_*", "WGETRC", "CURL_HOME", "NETRC", "SSLKEYLOGFILE", "AWS_CONFIG_FILE",
         "AWS_SHARED_CREDENTIALS_FILE", "KUBECONFIG", "DOCKER_CONFIG", "DOCKER_HOST", "BOTO_CONFIG",
@@ -49,7 +54,7 @@ public enum DangerousVariables {
         "XAUTHORITY", "NOTIFY_SOCKET", "LISTEN_*", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
         "FTP_PROXY", "NO_PROXY",
         // which certificates TLS trusts
-        "SSL_CERT_*", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+        "SSL_CERT_*", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "NODE_TLS_REJECT_UNAUTHORIZED",
         // terminal and Kerberos files (sudo's list)
         "TERMINFO", "TERMINFO_DIRS", "TERMCAP", "TERMPATH", "KRB5_CONFIG*", "KRB5_KTNAME",
     ]

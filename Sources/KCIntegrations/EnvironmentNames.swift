@@ -6,9 +6,10 @@ import Keyrings
 /// An item that would make a variable in ``DangerousVariables``, clash with another
 /// item's, or hold a NUL byte is refused.
 ///
-/// Items of a service another user shares reach the command only through names the
-/// caller chose (`--var`): no deny list can name every variable that makes some program
-/// load or run something, so the sharer does not get to pick any.
+/// Items of a service another user shares, or of one's own that group members may write,
+/// reach the command only through names the caller chose (`--var`): no deny list can
+/// name every variable that makes some program load or run something, so whoever else
+/// chooses the values does not get to pick the variables too.
 public enum EnvironmentNames {
     /// Why the items cannot all become variables: `message` is the line after `kc: `,
     /// naming the item and the way out; it never holds a value.
@@ -22,6 +23,11 @@ public enum EnvironmentNames {
         case nulByte(service: KeyName, item: KeyName)
         /// Every item of a service another user shares was asked for (`--env`).
         case sharedNeedsNames
+        /// Every item of one's own service that members of a group-writable share may
+        /// write was asked for (`--env`).
+        case membersWriteValues(service: KeyName)
+        /// The caller named one variable twice, for two items.
+        case namedTwice(variable: String, first: (service: KeyName, item: KeyName), second: (service: KeyName, item: KeyName))
         /// No item, or more than one, answers a `--var`.
         case noItem(NamedVariable, services: [KeyName])
         case ambiguous(NamedVariable, services: [KeyName])
@@ -32,7 +38,7 @@ public enum EnvironmentNames {
                 "items '\(first.service)/\(first.item)' and '\(second.service)/\(second.item)' both become $\(variable); rename one, or use --files"
             case .dangerous(let variable, _, _, let shared, true):
                 "$\(variable) changes what programs load, run or trust"
-                    + (shared ? ", and a service another user shares may not set it; choose another name for --var, or use --files"
+                    + (shared ? ", and a value another user shares or may write may not set it; choose another name for --var, or use --files"
                               : "; choose another name for --var, or pass --allow-env \(variable) if you mean it")
             case .dangerous(let variable, let service, let item, let shared, false):
                 "item '\(item)' of '\(service)' would become $\(variable), which changes what programs load, run or trust; "
@@ -42,16 +48,24 @@ public enum EnvironmentNames {
                 "item '\(item)' of '\(service)' contains a NUL byte and cannot be an environment variable; use --files"
             case .sharedNeedsNames:
                 Self.sharedNeedsNamesMessage
+            case .membersWriteValues(let service):
+                "members of the group '\(service)' is shared with may write its values, so --env would let them choose what your command runs with: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files"
+            case .namedTwice(let variable, let first, let second):
+                "$\(variable) is named twice with --var, for '\(first.service)/\(first.item)' and '\(second.service)/\(second.item)'; give each its own name"
             case .noItem(let variable, let services):
                 if let item = variable.item {
-                    "no item '\(item)' in \(Self.quoted(services)) for $\(variable.name); list the items with 'kc ls \(services.first ?? "SERVICE")'"
+                    "no item '\(item)' in \(Self.quoted(services)) for $\(variable.name); list the items with '\(Self.listing) \(services.first ?? "SERVICE")'"
                 } else {
-                    "no item of \(Self.quoted(services)) becomes $\(variable.name); name it with --var \(variable.name)=ITEM (list the items with 'kc ls \(services.first ?? "SERVICE")')"
+                    "no item of \(Self.quoted(services)) becomes $\(variable.name); name it with --var \(variable.name)=ITEM (list the items with '\(Self.listing) \(services.first ?? "SERVICE")')"
                 }
             case .ambiguous(let variable, let services):
                 "$\(variable.name) could come from '\(services[0])' or '\(services[1])'; run one kc exec per service, or rename an item"
             }
         }
+
+        /// How the caller lists the services' items: `kc ls`, with `--from OWNER` or
+        /// `--group G` for services another user shares. Set by `kc exec`.
+        nonisolated(unsafe) public static var listing = "kc ls"
 
         private static func quoted(_ services: [KeyName]) -> String {
             services.map { "'\($0)'" }.joined(separator: " or ")
@@ -122,27 +136,40 @@ public enum EnvironmentNames {
     /// which only the owner of the services may pass; and then a value with a NUL byte.
     /// By index, so no copy of a value is made.
     public static func variables(for items: [PassedItem], of services: [KeyName] = [], every: Bool, named: [NamedVariable] = [],
-                                 allowing allowed: [String], sharedByAnotherUser: Bool) throws(Refusal) -> [(name: String, index: Int)] {
+                                 allowing allowed: [String], sharedByAnotherUser: Bool,
+                                 writableByMembers: KeyName? = nil) throws(Refusal) -> [(name: String, index: Int)] {
         if every && sharedByAnotherUser { throw .sharedNeedsNames }
-        var byName: [String: Int] = [:]
+        if every, let service = writableByMembers { throw .membersWriteValues(service: service) }
+        let othersChoose = sharedByAnotherUser || writableByMembers != nil
+        func refused(_ name: String) -> Bool {
+            DangerousVariables.contains(name.uppercased()) && (othersChoose || !allowed.contains(name))
+        }
+        var byName: [String: (index: Int, namedByCaller: Bool)] = [:]
         var ordered: [(name: String, index: Int)] = []
         func add(_ name: String, _ index: Int, namedByCaller: Bool) throws(Refusal) {
             if let earlier = byName[name] {
-                if earlier == index { return }
-                throw .collision(variable: name, first: (items[earlier].service, items[earlier].name),
-                                 second: (items[index].service, items[index].name))
+                if earlier.index == index { return }
+                let first = (items[earlier.index].service, items[earlier.index].name), second = (items[index].service, items[index].name)
+                if namedByCaller && earlier.namedByCaller { throw .namedTwice(variable: name, first: first, second: second) }
+                throw .collision(variable: name, first: first, second: second)
             }
-            if DangerousVariables.contains(name.uppercased()) && (sharedByAnotherUser || !allowed.contains(name)) {
+            if refused(name) {
                 throw .dangerous(variable: name, service: items[index].service, item: items[index].name,
-                                 sharedByAnotherUser: sharedByAnotherUser, namedByCaller: namedByCaller)
+                                 sharedByAnotherUser: othersChoose, namedByCaller: namedByCaller)
             }
-            byName[name] = index
+            byName[name] = (index, namedByCaller)
             ordered.append((name, index))
         }
         if every {
             for index in items.indices { try add(variable(for: items[index].name), index, namedByCaller: false) }
         }
         for variable in named {
+            // A name kc will not set is refused before any item is looked for: the way
+            // out is another name, whatever items there are.
+            if refused(variable.name) {
+                throw .dangerous(variable: variable.name, service: services.first ?? KeyName(""), item: variable.item ?? KeyName(""),
+                                 sharedByAnotherUser: othersChoose, namedByCaller: true)
+            }
             let matching = items.indices.filter { variable.matches(items[$0]) }
             guard let index = matching.first else { throw .noItem(variable, services: services) }
             if let other = matching.dropFirst().first {

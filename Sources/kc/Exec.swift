@@ -145,8 +145,10 @@ struct ExecRequest {
             // a shared array copies it first, leaving the value in the original.
             let variables: [(name: String, index: Int)]
             do {
+                EnvironmentNames.Refusal.listing = owner.map { "kc ls --from \($0)" } ?? group.map { "kc ls --group \($0)" } ?? "kc ls"
                 variables = try EnvironmentNames.variables(for: secrets, of: distinctServices, every: env, named: namedVariables, allowing: allowedVariables,
-                                                           sharedByAnotherUser: group != nil || owner != nil)
+                                                           sharedByAnotherUser: group != nil || owner != nil,
+                                                           writableByMembers: serviceMembersMayWrite())
             } catch {
                 standardError("kc: \(error.message)")
                 if case .noItem = error { throw ExitStatus.notFound }
@@ -187,6 +189,14 @@ struct ExecRequest {
             standardError("kc: cannot run '\(String(decoding: argv[0], as: UTF8.self))': \(String(cString: strerror(error)))")
             throw ExitCode(127)
         }
+    }
+
+    /// The first of the caller's own services that members of a group-writable share
+    /// may write, whose values others choose; nil for a service another user shares
+    /// (refused on its own terms) or none.
+    private func serviceMembersMayWrite() -> KeyName? {
+        guard group == nil && owner == nil else { return nil }
+        return distinctServices.first { (try? Keychain(service: $0).sharing())??.isGroupWritable == true }
     }
 
     private func collectItems() throws -> [PassedItem] {

@@ -88,9 +88,9 @@ final class ExecEnvironmentTests: XCTestCase {
     func testADangerousNameIsRefusedWhenTheCallerNamesItToo() {
         let items = [item("s", "ld.preload"), item("s", "token")]
         XCTAssertEqual(refusal(items, every: false, named: ["LD_PRELOAD"], shared: true),
-                       "$LD_PRELOAD changes what programs load, run or trust, and a service another user shares may not set it; choose another name for --var, or use --files")
+                       "$LD_PRELOAD changes what programs load, run or trust, and a value another user shares or may write may not set it; choose another name for --var, or use --files")
         XCTAssertEqual(refusal(items, every: false, named: ["LD_PRELOAD=token"], allowing: ["LD_PRELOAD"], shared: true),
-                       "$LD_PRELOAD changes what programs load, run or trust, and a service another user shares may not set it; choose another name for --var, or use --files",
+                       "$LD_PRELOAD changes what programs load, run or trust, and a value another user shares or may write may not set it; choose another name for --var, or use --files",
                        "--allow-env never opens a shared service")
         XCTAssertEqual(refusal(items, every: false, named: ["http_proxy=token"]),
                        "$http_proxy changes what programs load, run or trust; choose another name for --var, or pass --allow-env http_proxy if you mean it",
@@ -109,9 +109,34 @@ final class ExecEnvironmentTests: XCTestCase {
         XCTAssertEqual(refusal(items, every: false, named: ["DB_PASSWORD"]),
                        "items 'a/db.password' and 'a/db-password' both become $DB_PASSWORD; rename one, or use --files")
         XCTAssertEqual(refusal(items, every: false, named: ["X=db.password", "X=db-password"]),
-                       "items 'a/db.password' and 'a/db-password' both become $X; rename one, or use --files")
+                       "$X is named twice with --var, for 'a/db.password' and 'a/db-password'; give each its own name",
+                       "the caller named $X twice: no item needs renaming")
+        XCTAssertEqual(refusal([item("a", "Path")], every: false, named: ["Path"]),
+                       "$Path changes what programs load, run or trust; choose another name for --var, or pass --allow-env Path if you mean it",
+                       "a name kc will not set is refused first, not sent looking for an item")
         XCTAssertNil(refusal(items, every: false, named: ["X=db.password", "X=db.password", "Y=db-password"]),
                      "naming one item twice is no clash")
+    }
+
+    /// Found attacking round three's fixes: in one's own group-writable share the values
+    /// are the members' (TAR_OPTIONS with --checkpoint-action=exec ran bob's command as
+    /// alice), so it is treated as a service another user shares.
+    func testAServiceMembersMayWriteSetsOnlyTheVariablesTheCallerNames() throws {
+        let items = [item("build", "token"), item("build", "tar_options")]
+        func refusal(every: Bool, named: [String], allowing: [String] = []) -> String? {
+            do {
+                _ = try EnvironmentNames.variables(for: items, of: ["build"], every: every, named: named.map(variable),
+                                                   allowing: allowing, sharedByAnotherUser: false, writableByMembers: "build")
+                return nil
+            } catch { return error.message }
+        }
+        XCTAssertEqual(refusal(every: true, named: []),
+                       "members of the group 'build' is shared with may write its values, so --env would let them choose what your command runs with: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files")
+        XCTAssertEqual(refusal(every: false, named: ["TAR_OPTIONS"], allowing: ["TAR_OPTIONS"]),
+                       "$TAR_OPTIONS changes what programs load, run or trust, and a value another user shares or may write may not set it; choose another name for --var, or use --files",
+                       "--allow-env does not open it either")
+        XCTAssertNil(refusal(every: false, named: ["TOKEN"]))
+        XCTAssertTrue(DangerousVariables.contains("TAR_OPTIONS") && DangerousVariables.contains("MAKEFLAGS") && DangerousVariables.contains("RSYNC_RSH"))
     }
 
     func testVarArgumentsAreNamesOrNameEqualsItem() {

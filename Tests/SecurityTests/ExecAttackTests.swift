@@ -146,7 +146,7 @@ final class ExecAttackTests: KeyringTestCase {
 
             let dangerous = try LocalUser.bob.run("\"$KC\" exec \(reader.joined(separator: " ")) --service \(service) --var LESSOPEN -- /bin/sh -c 'touch \(marker)'")
             XCTAssertEqual(dangerous.status, 2, "\(reader): \(dangerous)")
-            XCTAssertEqual(kcLines(dangerous), ["kc: $LESSOPEN changes what programs load, run or trust, and a service another user shares may not set it; choose another name for --var, or use --files"])
+            XCTAssertEqual(kcLines(dangerous), ["kc: $LESSOPEN changes what programs load, run or trust, and a value another user shares or may write may not set it; choose another name for --var, or use --files"])
             XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "\(reader): nothing runs")
         }
     }
@@ -166,8 +166,41 @@ final class ExecAttackTests: KeyringTestCase {
             XCTAssertEqual(victim.status, 2, "\(victim)")
             XCTAssertEqual(victim.output, "", "nothing runs")
             let name = variable.prefix { $0 != "=" }
-            XCTAssertEqual(kcLines(victim), ["kc: $\(name) changes what programs load, run or trust, and a service another user shares may not set it; choose another name for --var, or use --files"])
+            XCTAssertEqual(kcLines(victim), ["kc: $\(name) changes what programs load, run or trust, and a value another user shares or may write may not set it; choose another name for --var, or use --files"])
         }
+    }
+
+    /// Found attacking round three's fixes: alice's own group-writable share holds
+    /// `tar_options`; bob, a member, wrote `--checkpoint=1 --checkpoint-action=exec=...`
+    /// into it, and alice's `kc exec --env -- tar` ran bob's command as alice. A service
+    /// members may write sets only the variables its owner names, and never a dangerous one.
+    func testAMemberOfYourWritableShareCannotChooseYourCommandsVariables() throws {
+        try XCTSkipUnless(LocalUser.available, "needs root to run as the throwaway users")
+        defer { LocalUser.alice.clearKeyrings(); LocalUser.bob.clearKeyrings() }
+        let service = "kc-sec-exec.\(getpid()).writable"
+        let marker = "/tmp/kc-sec-exec-tar-\(getpid())"
+        defer { unlink(marker) }
+        let stored = try LocalUser.alice.run("""
+            set -e
+            printf -- '--warning=no-timestamp --with-room-for-a-member' | "$KC" set --access after-first-unlock \(service) tar_options
+            printf t0k | "$KC" set --access after-first-unlock \(service) token
+            "$KC" share \(service) --group \(LocalUser.group) --group-writable
+            """)
+        XCTAssertEqual(stored.status, 0, "\(stored)")
+        let written = try LocalUser.bob.run("printf -- '--checkpoint=1 --checkpoint-action=exec=touch' | \"$KC\" set --from \(LocalUser.alice.rawValue) \(service) tar_options; echo \"rc=$?\"")
+        XCTAssertEqual(written.output, "rc=0\n", "\(written)")
+
+        let every = try LocalUser.alice.run("\"$KC\" exec --service \(service) --env -- /bin/sh -c 'touch \(marker)'")
+        XCTAssertEqual(every.status, 2, "\(every)")
+        XCTAssertEqual(kcLines(every), ["kc: members of the group '\(service)' is shared with may write its values, so --env would let them choose what your command runs with: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "nothing runs")
+
+        let allowed = try LocalUser.alice.run("\"$KC\" exec --service \(service) --var TAR_OPTIONS --allow-env TAR_OPTIONS -- /bin/sh -c 'touch \(marker)'")
+        XCTAssertEqual(allowed.status, 2, "\(allowed)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "nothing runs")
+
+        let named = try LocalUser.alice.run("\"$KC\" exec --service \(service) --var TOKEN -- /bin/sh -c 'printf \"%s %s\" \"$TOKEN\" \"${TAR_OPTIONS-unset}\"'")
+        XCTAssertEqual(named.output, "t0k unset", "\(named)")
     }
 
     /// kc's lines, without keyctl's own about the fresh session.

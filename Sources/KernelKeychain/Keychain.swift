@@ -396,7 +396,9 @@ public struct Keychain: Sendable, Hashable {
         case .anyService:
             throw .serviceRequired
         case .shared(let shared):
+            guard shared.sharing.isGroupWritable else { throw .sharedReadOnly(shared) }
             if timeout != nil { throw .ownerOnly(shared, action: "set an item's lifetime") }
+            if choosesAccessibility { throw .ownerOnly(shared, action: "choose an item's level or device-only flag") }
             try value.withValueBytes { bytes throws(KeychainError) in try shared.update(bytes, forKey: key, group: accessGroup?.name) }
         case .own(let own):
             let journal = try Self.journal()

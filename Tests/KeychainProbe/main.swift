@@ -37,8 +37,9 @@ do {
         guard let value = try keychain.string(forKey: arguments[2]) else { print("missing"); exit(1) }
         print(value)
     case "set":
-        let keychain = try Keychain(service: arguments[1], accessibility: .afterFirstUnlock,
-                                    accessGroup: group, owner: owner, groupWritable: writable)
+        // A member's write keeps the owner's level (only the owner chooses one).
+        var keychain = try Keychain(service: arguments[1], accessGroup: group, owner: owner, groupWritable: writable)
+        if owner == nil { keychain.accessibility = .afterFirstUnlock }
         try keychain.set(Array(FileHandle.standardInput.readDataToEndOfFile()), forKey: arguments[2])
         print("ok")
     case "rm":

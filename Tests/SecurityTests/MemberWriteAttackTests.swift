@@ -142,6 +142,21 @@ final class MemberWriteAttackTests: XCTestCase {
         XCTAssertEqual(locked.output, "rc=2\n", "a new deadline takes members' write away again: \(locked)")
     }
 
+    /// Found attacking round three's fixes: a member's `--access` and
+    /// `--this-device-only` were ignored in silence (the value was written, the level
+    /// stayed), where `--timeout` was refused. Only the owner chooses any of them.
+    func testAMemberIsToldThatOnlyTheOwnerChoosesAnItemsLevel() throws {
+        let service = uniqueService()
+        try aliceShares(service, [("token", "aaaa", "")])
+        let attempts = try LocalUser.bob.run(["--access always", "--this-device-only", "--access when-unlocked --this-device-only"].map {
+            "printf bbbb | \"$KC\" set --from \(LocalUser.alice.rawValue) \($0) \(service) token; echo \"rc=$?\""
+        }.joined(separator: "\n"))
+        XCTAssertEqual(attempts.output, "rc=2\nrc=2\nrc=2\n", "\(attempts)")
+        XCTAssertEqual(Set(kcLines(attempts)), ["kc: only \(LocalUser.alice.rawValue), who owns '\(service)', can choose an item's level or device-only flag; ask them to do it"])
+        let owner = try LocalUser.alice.run("\"$KC\" get \(service) token; echo; \"$KC\" ls --long \(service) | cut -f1,2")
+        XCTAssertEqual(owner.output, "aaaa\ntoken\tafter-first-unlock\n", "nothing changed: \(owner)")
+    }
+
     /// Round three's attack on the fix: the kernel lets anyone with search on a key
     /// invalidate it, and a share gave the group search, so any member (of a read-only
     /// share too) could destroy the owner's whole service with one `keyctl invalidate`.

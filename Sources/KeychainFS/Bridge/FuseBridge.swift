@@ -29,12 +29,14 @@ final class FuseBridge: Sendable {
         return node
     }
 
-    /// A file's attributes; `handle`, the open file an `fstat` asked through.
+    /// A file's attributes; `handle`, the open file a request named (the kernel names
+    /// one for some internal requests; `fstat` arrives without one, as `stat` does).
     ///
     /// Each open for writing has its own copy, stored when it closes (the last close
     /// wins), and a read sees the stored value until then. So a file's size is the stored
-    /// value's, what a read returns now; a writer's `fstat` sees its own copy's; and a
-    /// file created by a writer that has not closed yet has the largest pending size.
+    /// value's, what a read returns now; a request through a writer's handle sees its
+    /// copy's; and a file created by a writer that has not closed yet has the largest
+    /// pending size.
     private func attributes(of node: Node, handle: UInt64? = nil) throws -> NodeAttributes {
         if let handle, let pending = handles.file(handle)?.pending, pending.node == node, !pending.isUnlinked {
             return try filesystem.attributes(of: node, pendingSize: pending.size)

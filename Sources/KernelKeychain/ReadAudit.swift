@@ -68,7 +68,7 @@ public enum ReadAudit {
             ("KC_ITEM", escaped(read.item.bytes)),
             ("KC_READER_PID", String(read.readerPID)),
             ("KC_READER_UID", String(read.readerUID)),
-            ("KC_READER_EXE", executable.map(escaped) ?? "?"),
+            ("KC_READER_EXE", executable.map { escaped($0) } ?? "?"),
             ("KC_VIA", read.via),
         ]
         journalFields.append(("KC_ACCESS", read.access))
@@ -80,7 +80,7 @@ public enum ReadAudit {
     /// The one-line text of an audit record.
     public static func message(_ read: ItemRead, executable: [UInt8]?) -> String {
         var line = "\(read.access) service=\(escaped(read.service.bytes)) item=\(escaped(read.item.bytes))"
-        line += " pid=\(read.readerPID) uid=\(read.readerUID) exe=\(executable.map(escaped) ?? "?") via=\(read.via)"
+        line += " pid=\(read.readerPID) uid=\(read.readerUID) exe=\(executable.map { escaped($0) } ?? "?") via=\(read.via)"
         if let kcPID = read.kcPID { line += " kc_pid=\(kcPID)" }
         return line
     }
@@ -92,7 +92,10 @@ public enum ReadAudit {
     /// other spaces) become `\xHH`: a name cannot start a new line or fake another
     /// field (`item=x\u{2003}uid=0`) in what a person or a program reads. `kc ls`
     /// shows names this way too (``mayEscape(_:)``).
-    public static func escaped(_ bytes: [UInt8]) -> String {
+    ///
+    /// `keepingSpaces`: an ASCII space stays a space, for listings whose fields are
+    /// separated by tabs or lines (`kc ls`), where a name like `My Token` should read so.
+    public static func escaped(_ bytes: [UInt8], keepingSpaces: Bool = false) -> String {
         var text = ""
         var index = 0
         while index < bytes.count {
@@ -102,7 +105,9 @@ public enum ReadAudit {
                 index += length
                 continue
             }
-            if byte <= 0x20 || byte == 0x7f || byte == UInt8(ascii: "\\") || byte >= 0x80 {
+            if keepingSpaces && byte == 0x20 {
+                text.unicodeScalars.append(" ")
+            } else if byte <= 0x20 || byte == 0x7f || byte == UInt8(ascii: "\\") || byte >= 0x80 {
                 let hex = String(byte, radix: 16)
                 text += "\\x" + (byte < 16 ? "0" : "") + hex
             } else {
@@ -113,12 +118,12 @@ public enum ReadAudit {
         return text
     }
 
-    /// Whether ``escaped(_:)`` may change `name`: false means its escaped form is its
-    /// bytes, unchanged. A cheap test on the bytes, for listings that escape only where
+    /// Whether ``escaped(_:keepingSpaces:)`` keeping spaces may change `name`: false
+    /// means its escaped form is its bytes, unchanged. A cheap test on the bytes, for listings that escape only where
     /// a name needs it.
     public static func mayEscape(_ name: KeyName) -> Bool {
         guard let text = name.text else { return true }  // not UTF-8: it does
-        return text.utf8.contains { $0 <= 0x20 || $0 == 0x7f || $0 == UInt8(ascii: "\\") || $0 >= 0x80 }
+        return text.utf8.contains { $0 < 0x20 || $0 == 0x7f || $0 == UInt8(ascii: "\\") || $0 >= 0x80 }
     }
 
     private static func isVisible(_ scalar: Unicode.Scalar) -> Bool {

@@ -136,7 +136,7 @@ extension KC {
                 let steps = try Keychain.planImport(items, overwrite: overwrite)
                 // Names escaped as in `kc ls --long`: none can split a column or a line.
                 for step in steps {
-                    print("\(step.action.rawValue)\t\(ReadAudit.escaped(step.item.service.bytes))/\(ReadAudit.escaped(step.item.name.bytes))")
+                    print("\(step.action.rawValue)\t\(ReadAudit.escaped(step.item.service.bytes, keepingSpaces: true))/\(ReadAudit.escaped(step.item.name.bytes, keepingSpaces: true))")
                 }
                 return
             }

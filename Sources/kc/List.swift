@@ -91,7 +91,7 @@ extension KC {
             var output = OutputLines()
             for item in items {
                 let left = item.secondsLeft.map(formatSeconds) ?? "-"
-                output.add(ReadAudit.escaped(item.name.bytes), "\t\(item.accessibility?.name ?? "-")\t\(item.size)\t\(left)\t\(item.serial)")
+                output.add(ReadAudit.escaped(item.name.bytes, keepingSpaces: true), "\t\(item.accessibility?.name ?? "-")\t\(item.size)\t\(left)\t\(item.serial)")
             }
             try output.write()
         }
@@ -104,8 +104,8 @@ extension KC {
             // --long always escapes (a table); the plain list, as plain `kc ls` does.
             let escape = long || showsEscapedNames(owners + found.map(\.service))
             for (index, entry) in found.enumerated() {
-                let owner = escape ? ReadAudit.escaped(owners[index].bytes).keyName : owners[index]
-                let service = escape ? ReadAudit.escaped(entry.service.bytes).keyName : entry.service
+                let owner = escape ? ReadAudit.escaped(owners[index].bytes, keepingSpaces: true).keyName : owners[index]
+                let service = escape ? ReadAudit.escaped(entry.service.bytes, keepingSpaces: true).keyName : entry.service
                 guard long else { output.add(owner, "/", service); continue }
                 output.add(owner, "/", service,
                            "\t\(ReadAudit.escaped(groups[index].bytes))\t\(entry.sharing.isGroupWritable ? "writable" : "read-only")")
@@ -124,7 +124,7 @@ func listServiceNames() throws {
 private func writeNames(_ names: [KeyName]) throws {
     let escape = showsEscapedNames(names)
     var output = OutputLines()
-    for name in names { output.add(escape ? ReadAudit.escaped(name.bytes).keyName : name) }
+    for name in names { output.add(escape ? ReadAudit.escaped(name.bytes, keepingSpaces: true).keyName : name) }
     try output.write()
 }
 

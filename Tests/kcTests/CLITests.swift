@@ -186,7 +186,7 @@ final class CLITests: KeyringTestCase {
         // In byte order, as kc lists them.
         let names = ["back\\slash", "esc\u{1b}[31m", "new\nline", "plain", "space name", "tab\tname"]
         for name in names { try keychain.set("v", forKey: name) }
-        let escaped = ["back\\x5cslash", "esc\\x1b[31m", "new\\x0aline", "plain", "space\\x20name", "tab\\x09name"]
+        let escaped = ["back\\x5cslash", "esc\\x1b[31m", "new\\x0aline", "plain", "space name", "tab\\x09name"]
 
         // --long: one line per item, five tab-separated columns, the name escaped as the audit does.
         let long = try kc("ls", "--long", service)

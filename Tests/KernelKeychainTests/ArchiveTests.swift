@@ -24,7 +24,7 @@ final class ArchiveTests: XCTestCase {
         XCTAssertEqual(fault(wrap(good.replacingOccurrences(of: "always", with: "sometimes"))),
                        "items[0].access: 'sometimes' is not when-unlocked, after-first-unlock or always")
         XCTAssertEqual(fault(wrap(good.replacingOccurrences(of: "dg==", with: ""))), "items[0].value: holds 0 bytes; a value is 1-32767 bytes")
-        XCTAssertEqual(fault(wrap(good.replacingOccurrences(of: "null", with: "0"))), "items[0].secondsLeft: must be null or 1-4294967295 seconds")
+        XCTAssertEqual(fault(wrap(good.replacingOccurrences(of: "null", with: "0"))), "items[0].secondsLeft: is 0 for item 's/n'; it must be null or a whole number of seconds from 1 to 4294967295")
         XCTAssertEqual(fault(wrap(good.replacingOccurrences(of: #""service":"s","#, with: ""))), "items[0].service: is missing")
         XCTAssertEqual(fault(#"{"format":"kc-export","version":2,"items":[]}"#), "version: is 2; this kc reads version 1")
         XCTAssertEqual(fault(#"{"format":"other","version":1,"items":[]}"#), "format: is 'other', not 'kc-export'")

@@ -150,8 +150,11 @@ final class CLITests: KeyringTestCase {
         XCTAssertEqual(over.status, 2, "\(over)")
         XCTAssertEqual(over.standardError, tooLarge)
         XCTAssertEqual(try kc("get", service, "k").output, "kept")
-        XCTAssertEqual(try kc(["set", service, "k"], input: [UInt8](repeating: 0x61, count: 32767)).status, 0)
-        XCTAssertEqual(try kc("get", service, "k").standardOutput.count, 32767)
+        // (An ordinary user's whole quota, 20,000 bytes, is less than the limit.)
+        if TestQuota.hasRoom(forValueOf: 32767) {
+            XCTAssertEqual(try kc(["set", service, "k"], input: [UInt8](repeating: 0x61, count: 32767)).status, 0)
+            XCTAssertEqual(try kc("get", service, "k").standardOutput.count, 32767)
+        }
 
         // podman's secret driver reads its value the same way.
         let podman = try runCommand("/bin/bash", ["-c", "env --default-signal=PIPE head -c 100000000 /dev/zero 2>/dev/null | SECRET_ID=big '\(builtKC)' podman-driver --service '\(service)' store; echo \"$? ${PIPESTATUS[0]}\""])

@@ -251,11 +251,13 @@ final class MountWritePathTests: MountingTestCase {
         let redirect = try runShell("head -c 5000 /dev/zero | tr '\\0' a > '\(mount.file(service, "cert"))'")
         XCTAssertEqual(redirect.status, 0, "\(redirect)")
         XCTAssertEqual(try stored(service, "cert"), String(repeating: "a", count: 5000))
+        // The limit itself where the quota has room (an ordinary user's is 20,000 bytes).
+        let largest = TestQuota.hasRoom(forValueOf: 32767 + 5000) ? 32767 : 9000
         let (fd, error) = open(mount.file(service, "timed"), O_WRONLY | O_TRUNC)
         XCTAssertEqual(errnoName(error), errnoName(0))
-        XCTAssertEqual(errnoName(FileOps.write(fd, String(repeating: "t", count: 32767))), errnoName(0))
+        XCTAssertEqual(errnoName(FileOps.write(fd, String(repeating: "t", count: largest))), errnoName(0))
         XCTAssertEqual(errnoName(close(fd)), errnoName(0))
-        XCTAssertEqual(try stored(service, "timed"), String(repeating: "t", count: 32767))
+        XCTAssertEqual(try stored(service, "timed"), String(repeating: "t", count: largest))
 
         let after = try listedItems(service)
         let cert = try XCTUnwrap(after.first { $0.name == "cert" }), timed = try XCTUnwrap(after.first { $0.name == "timed" })
@@ -271,17 +273,20 @@ final class MountWritePathTests: MountingTestCase {
     func testGrowingAnItemWithTruncateZeroFillsAndKeepsTheItem() throws {
         let mount = try mount()
         let service = try serviceDirectory(mount)
-        let original = [UInt8](repeating: 0x67, count: 12_345)
+        // pjdfstest's sizes where the quota has room; an ordinary user's 20,000 bytes
+        // cannot hold them, so smaller ones over a page there.
+        let (start, grown, more) = TestQuota.hasRoom(forValueOf: 30_000 + 12_345) ? (12_345, 23_456, 30_000) : (5_000, 9_000, 12_000)
+        let original = [UInt8](repeating: 0x67, count: start)
         try Keychain(service: service).set(original, forKey: "grow")
         let serial = try listedItems(service).first?.serial
 
-        XCTAssertEqual(errnoName(truncate(mount.file(service, "grow"), 23_456) == 0 ? 0 : errno), errnoName(0))
-        XCTAssertEqual(try Keychain(service: service).data(forKey: "grow"), original + [UInt8](repeating: 0, count: 23_456 - 12_345))
+        XCTAssertEqual(errnoName(truncate(mount.file(service, "grow"), off_t(grown)) == 0 ? 0 : errno), errnoName(0))
+        XCTAssertEqual(try Keychain(service: service).data(forKey: "grow"), original + [UInt8](repeating: 0, count: grown - start))
         let (fd, error) = open(mount.file(service, "grow"), O_RDWR)
         XCTAssertEqual(errnoName(error), errnoName(0))
-        XCTAssertEqual(errnoName(ftruncate(fd, 30_000) == 0 ? 0 : errno), errnoName(0))
+        XCTAssertEqual(errnoName(ftruncate(fd, off_t(more)) == 0 ? 0 : errno), errnoName(0))
         XCTAssertEqual(errnoName(close(fd)), errnoName(0), "the close stores the grown value")
-        XCTAssertEqual(try Keychain(service: service).data(forKey: "grow"), original + [UInt8](repeating: 0, count: 30_000 - 12_345))
+        XCTAssertEqual(try Keychain(service: service).data(forKey: "grow"), original + [UInt8](repeating: 0, count: more - start))
         XCTAssertEqual(try listedItems(service).first?.serial, serial, "the same key, grown in place")
     }
 

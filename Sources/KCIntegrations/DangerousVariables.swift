@@ -30,7 +30,9 @@ public enum DangerousVariables {
         // build tools and the commands they run; remote shells of copy tools
         "MAKEFLAGS", "MAKEFILES", "MFLAGS", "GNUMAKEFLAGS", "CC", "CXX", "CPP", "TAR_OPTIONS",
         "RSYNC_RSH", "RSYNC_CONNECT_PROG", "CVS_RSH", "SVN_SSH", "MAVEN_OPTS", "GRADLE_OPTS",
-        "JAVA_HOME", "CLOUDSDK_PYTHON", "CONTAINER_HOST", "CONTAINERS_*", "TF_CLI_CONFIG_FILE", "ANSIBLE_*",
+        "JAVA_HOME", "JAVA_OPTS", "JDK_*", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "LIBRARY_PATH", "CPATH",
+        "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR", "YARN_*", "KUBECTL_EXTERNAL_DIFF",
+        "FZF_DEFAULT_COMMAND", "AWS_CA_BUNDLE", "CLOUDSDK_PYTHON", "CONTAINER_HOST", "CONTAINERS_*", "TF_CLI_CONFIG_FILE", "ANSIBLE_*",
         // interpreters' and toolchains' module paths, options and start-up code
         "PYTHON*", "PERL5*", "PERLLIB", "PERLIO_DEBUG", "RUBY*", "GEM_HOME", "GEM_PATH",
         "BUNDLE_GEMFILE", "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
@@ -44,7 +46,7 @@ public enum DangerousVariables {
         // git: commands it runs, configuration that names more, files it writes to
         "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS*", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
         "GIT_PAGER", "GIT_EXEC_PATH", "GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "GIT_TEMPLATE_DIR",
-        "GIT_DIR", "GIT_COMMON_DIR", "GIT_CONFIG*", "GIT_TRACE*", "GIT_SSL_NO_VERIFY", "GIT_SSL_CAINFO",
+        "GIT_DIR", "GIT_COMMON_DIR", "GIT_CONFIG*", "GIT_TRACE*", "GIT_SSL_NO_VERIFY", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH",
         // configuration files with commands or modules in them; where tools find credentials
         "OPENSSL_*", "GNUTLS_*", "WGETRC", "CURL_HOME", "NETRC", "SSLKEYLOGFILE", "AWS_CONFIG_FILE",
         "AWS_SHARED_CREDENTIALS_FILE", "KUBECONFIG", "DOCKER_CONFIG", "DOCKER_HOST", "BOTO_CONFIG",

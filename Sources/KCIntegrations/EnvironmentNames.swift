@@ -25,7 +25,7 @@ public enum EnvironmentNames {
         case sharedNeedsNames
         /// Every item of one's own service that members of a group-writable share may
         /// write was asked for (`--env`).
-        case membersWriteValues(service: KeyName)
+        case membersWriteValues(service: KeyName, group: String)
         /// The caller named one variable twice, for two items.
         case namedTwice(variable: String, first: (service: KeyName, item: KeyName), second: (service: KeyName, item: KeyName))
         /// No item, or more than one, answers a `--var`.
@@ -48,8 +48,8 @@ public enum EnvironmentNames {
                 "item '\(item)' of '\(service)' contains a NUL byte and cannot be an environment variable; use --files"
             case .sharedNeedsNames:
                 Self.sharedNeedsNamesMessage
-            case .membersWriteValues(let service):
-                "members of the group '\(service)' is shared with may write its values, so --env would let them choose what your command runs with: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files"
+            case .membersWriteValues(let service, let group):
+                "members of group '\(group)' may write the values of '\(service)', so --env would let them choose what your command runs with: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files"
             case .namedTwice(let variable, let first, let second):
                 "$\(variable) is named twice with --var, for '\(first.service)/\(first.item)' and '\(second.service)/\(second.item)'; give each its own name"
             case .noItem(let variable, let services):
@@ -137,9 +137,9 @@ public enum EnvironmentNames {
     /// By index, so no copy of a value is made.
     public static func variables(for items: [PassedItem], of services: [KeyName] = [], every: Bool, named: [NamedVariable] = [],
                                  allowing allowed: [String], sharedByAnotherUser: Bool,
-                                 writableByMembers: KeyName? = nil) throws(Refusal) -> [(name: String, index: Int)] {
+                                 writableByMembers: (service: KeyName, group: String)? = nil) throws(Refusal) -> [(name: String, index: Int)] {
         if every && sharedByAnotherUser { throw .sharedNeedsNames }
-        if every, let service = writableByMembers { throw .membersWriteValues(service: service) }
+        if every, let writable = writableByMembers { throw .membersWriteValues(service: writable.service, group: writable.group) }
         let othersChoose = sharedByAnotherUser || writableByMembers != nil
         func refused(_ name: String) -> Bool {
             DangerousVariables.contains(name.uppercased()) && (othersChoose || !allowed.contains(name))

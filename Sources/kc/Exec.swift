@@ -194,9 +194,14 @@ struct ExecRequest {
     /// The first of the caller's own services that members of a group-writable share
     /// may write, whose values others choose; nil for a service another user shares
     /// (refused on its own terms) or none.
-    private func serviceMembersMayWrite() -> KeyName? {
+    private func serviceMembersMayWrite() -> (service: KeyName, group: String)? {
         guard group == nil && owner == nil else { return nil }
-        return distinctServices.first { (try? Keychain(service: $0).sharing())??.isGroupWritable == true }
+        for service in distinctServices {
+            if let sharing = (try? Keychain(service: service).sharing()) ?? nil, sharing.isGroupWritable {
+                return (service, sharing.group.name)
+            }
+        }
+        return nil
     }
 
     private func collectItems() throws -> [PassedItem] {

@@ -7,7 +7,7 @@ extension KC {
         static let configuration = CommandConfiguration(
             commandName: "rm",
             abstract: "Remove an item, at whatever accessibility it has.",
-            discussion: "Exits 1 if there is no such item. With --group or --from, removes from a service another user shares with you, if they made it group-writable."
+            discussion: "Exits 1 if there is no such item. With --group or --from (a service another user shares with you), it is refused: only the owner removes items."
         )
 
         @OptionGroup var item: ItemArguments

@@ -9,7 +9,10 @@ extension KC {
             Members of GROUP can then read every item of SERVICE, now and later:
             'kc get --group GROUP SERVICE KEY', 'kc ls --shared', or the shared/ folder of
             'kc mount --shared'. Nobody else can. With --group-writable they may also
-            change and remove items (only you add items). You must be in GROUP yourself.
+            change item values, no larger than an item is and only for items without a
+            deadline (only you add, remove or time items; the kernel lets a member with
+            write revoke an item, destroying its value: the vault brings yours back).
+            You must be in GROUP yourself.
 
             Members reach your keys by serial, so the service must outlive their use of it:
             items stored at when-unlocked live in your login session's keyring and vanish
@@ -27,7 +30,7 @@ extension KC {
         @Option(help: ArgumentHelp("The Unix group to share with.", valueName: "group"))
         var group: String?
 
-        @Flag(help: "Let the group change and remove items too.")
+        @Flag(help: "Let the group change item values too (values no larger than the item; items without a deadline).")
         var groupWritable = false
 
         func validate() throws {

@@ -126,12 +126,12 @@ final class ExecEnvironmentTests: XCTestCase {
         func refusal(every: Bool, named: [String], allowing: [String] = []) -> String? {
             do {
                 _ = try EnvironmentNames.variables(for: items, of: ["build"], every: every, named: named.map(variable),
-                                                   allowing: allowing, sharedByAnotherUser: false, writableByMembers: "build")
+                                                   allowing: allowing, sharedByAnotherUser: false, writableByMembers: ("build", "deploy"))
                 return nil
             } catch { return error.message }
         }
         XCTAssertEqual(refusal(every: true, named: []),
-                       "members of the group 'build' is shared with may write its values, so --env would let them choose what your command runs with: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files")
+                       "members of group 'deploy' may write the values of 'build', so --env would let them choose what your command runs with: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files")
         XCTAssertEqual(refusal(every: false, named: ["TAR_OPTIONS"], allowing: ["TAR_OPTIONS"]),
                        "$TAR_OPTIONS changes what programs load, run or trust, and a value another user shares or may write may not set it; choose another name for --var, or use --files",
                        "--allow-env does not open it either")

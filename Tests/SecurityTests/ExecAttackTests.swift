@@ -192,7 +192,7 @@ final class ExecAttackTests: KeyringTestCase {
 
         let every = try LocalUser.alice.run("\"$KC\" exec --service \(service) --env -- /bin/sh -c 'touch \(marker)'")
         XCTAssertEqual(every.status, 2, "\(every)")
-        XCTAssertEqual(kcLines(every), ["kc: members of the group '\(service)' is shared with may write its values, so --env would let them choose what your command runs with: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files"])
+        XCTAssertEqual(kcLines(every), ["kc: members of group '\(LocalUser.group)' may write the values of '\(service)', so --env would let them choose what your command runs with: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "nothing runs")
 
         let allowed = try LocalUser.alice.run("\"$KC\" exec --service \(service) --var TAR_OPTIONS --allow-env TAR_OPTIONS -- /bin/sh -c 'touch \(marker)'")

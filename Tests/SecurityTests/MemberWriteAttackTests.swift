@@ -216,6 +216,39 @@ final class MemberWriteAttackTests: XCTestCase {
             """, "the kernel kept bob's value until the lock; the vault only ever held alice's: \(owner)")
     }
 
+    /// Found attacking the fixes a second time: after `kc unshare`, or a read-only share,
+    /// the items no longer looked member-writable, so a value bob wrote counted as
+    /// alice's (her unlock saved it, her `kc exec --env` exported it). Taking members'
+    /// write away now puts alice's saved value back where it differs.
+    func testTakingMembersWriteAwayPutsTheOwnersSavedValuesBack() throws {
+        for downgrade in ["\"$KC\" share SERVICE --group \(LocalUser.group)", "\"$KC\" unshare SERVICE"] {
+            let service = uniqueService()
+            let vault = try VaultFixture(owner: LocalUser.alice.rawValue)
+            defer { _ = try? runCommand("/bin/rm", ["-rf", vault.dataHome]) }
+            let env = "export XDG_DATA_HOME='\(vault.dataHome)'\n"
+            let made = try LocalUser.alice.run(env + """
+                set -e
+                printf 'pass phrase\\n' | "$KC" vault init --work-factor 10 2>/dev/null
+                printf 'pass phrase\\n' | "$KC" unlock >/dev/null 2>&1
+                printf 'alice-opts' | "$KC" set --group \(LocalUser.group) --group-writable --access after-first-unlock \(service) java_opts
+                """)
+            XCTAssertEqual(made.status, 0, "\(made)")
+            let written = try LocalUser.bob.run("printf 'evil-agent' | \"$KC\" set --from \(LocalUser.alice.rawValue) \(service) java_opts; echo \"rc=$?\"")
+            XCTAssertEqual(written.output, "rc=0\n", "\(written)")
+
+            let owner = try LocalUser.alice.run(env + downgrade.replacingOccurrences(of: "SERVICE", with: service) + """
+
+                echo "downgrade=$?"
+                "$KC" get \(service) java_opts; echo
+                printf 'pass phrase\\n' | "$KC" unlock >/dev/null 2>&1
+                "$KC" lock --level after-first-unlock >/dev/null 2>&1
+                printf 'pass phrase\\n' | "$KC" unlock >/dev/null 2>&1
+                "$KC" get \(service) java_opts
+                """)
+            XCTAssertEqual(owner.output, "downgrade=0\nalice-opts\nalice-opts", "\(downgrade): \(owner)")
+        }
+    }
+
     // MARK: The owner's changes through the mount
 
     /// alice's vault (in a fresh folder), unlocked, with `items` stored group-writable at

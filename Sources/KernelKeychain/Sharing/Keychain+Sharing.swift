@@ -24,20 +24,66 @@ extension Keychain {
         let group = try AccessGroup(named: group)
         try group.requireCaller()
         let sharing = Sharing(group: group, isGroupWritable: writable)
+        let membersWrote = writable ? [] : try itemsMembersMayWrite()
         let rings = try ownRings().map(\.serial)
         try Placement.apply(sharing, to: rings)
         // A keyring a concurrent write made at a new level meanwhile.
         try Placement.apply(sharing, to: try ownRings().map(\.serial).filter { !rings.contains($0) })
+        try takeBackSavedValues(of: membersWrote)
     }
 
     /// Stops sharing the service: the group loses every right on its keyrings and items
     /// at once. Keyrings first, so no member can find an item while the rest follow.
     public func unshare() throws(KeychainError) {
+        let membersWrote = try itemsMembersMayWrite()
         try Placement.apply(nil, to: try ownRings().map(\.serial))
         // Again, listing the keyrings afresh: a concurrent write may have made one at a
         // new level and let it join the sharing before this unshare reached the others.
         guard let service = serviceName else { return }
         try Placement.apply(nil, to: try OwnService(name: service, home: .whenUnlocked).rings().map(\.serial))
+        try takeBackSavedValues(of: membersWrote)
+    }
+
+    /// The caller's items of this service that members of a group-writable share may
+    /// write now: their kernel values may be members'.
+    private func itemsMembersMayWrite() throws(KeychainError) -> [KeyName] {
+        var names: [KeyName] = []
+        for ring in try ownRings() {
+            for item in (try? ring.serial.linkedKeys()) ?? [] {
+                guard let info = try? item.describe(), info.type == "user", info.uid == geteuid(),
+                      info.permissions != info.permissions.withoutWriteForOthers else { continue }
+                names.append(info.description)
+            }
+        }
+        return names
+    }
+
+    /// After members lost write (an unshare, or a read-only share): the items they may
+    /// have written get the owner's saved value back from the vault where it differs, so
+    /// that nothing treats a member's value as the owner's from now on (the vault, which
+    /// saves an owner's item again from the kernel; `kc exec --env`). Needs the vault
+    /// unlocked (``KeychainError/vaultLockedForMembersItem(service:item:)`` otherwise,
+    /// after the sharing changed). An item the vault does not keep keeps its value.
+    private func takeBackSavedValues(of names: [KeyName]) throws(KeychainError) {
+        guard let service = serviceName, !names.isEmpty else { return }
+        let journal = try Self.journal()
+        guard journal.persists else { return }
+        try journal.withLock { () throws(KeychainError) in
+            for name in names where journal.keeps(name, in: service) {
+                guard var saved = try journal.keptValue(of: name, in: service) else { continue }
+                defer { saved.overwriteWithZeros() }
+                let own = OwnService(name: service, home: .whenUnlocked)
+                guard let located = try own.locate(name, exactLevel: true),
+                      var current = try Placement.value(of: located.item) else { continue }
+                defer { current.overwriteWithZeros() }
+                if current.withUnsafeBytes({ constantTimeEquals($0, saved) }) { continue }
+                let record = located.deadlineRecord
+                _ = try saved.withValueBytes { bytes throws(KeychainError) in
+                    try Placement.replace(bytes, of: located, named: name, deadline: record?.deadline ?? located.shownDeadline,
+                                          record: record, like: located.likeOwnItem(named: name))
+                }
+            }
+        }
     }
 
     /// How the caller's service is shared, or nil if it is private.

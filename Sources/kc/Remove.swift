@@ -28,6 +28,13 @@ func removeItem(service: KeyName, key: KeyName, group: String?, owner: String?) 
     let keychain = try openKeychain(service, group: group, owner: owner)
     let removed = try keychain.remove(key)
     if !removed {
+        // `--group G` removes from the caller's own service of that name; one a member
+        // of G shares is its owner's to remove from, and the hint below would list it.
+        if group != nil, owner == nil, let shared = try? Keychain.sharedServices(group: group).first(where: { $0.service == service }),
+           (try? Keychain(service: service).serviceExists()) != true {
+            standardError("kc: only \(shared.ownerName), who owns '\(service)', can remove items; ask them to do it")
+            throw ExitStatus.failure
+        }
         standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(sharedOptionsHint(group: group, owner: owner))\(service)'")
         throw ExitStatus.notFound
     }

@@ -153,6 +153,11 @@ final class MemberWriteAttackTests: XCTestCase {
         }.joined(separator: "\n"))
         XCTAssertEqual(attempts.output, "rc=2\nrc=2\nrc=2\n", "\(attempts)")
         XCTAssertEqual(Set(kcLines(attempts)), ["kc: only \(LocalUser.alice.rawValue), who owns '\(service)', can choose an item's level or device-only flag; ask them to do it"])
+        // `kc rm --group G` means the caller's own service of that name; a member without
+        // one is told whose it is, not "no item" with a hint that lists the item.
+        let removal = try LocalUser.bob.run("\"$KC\" rm --group \(LocalUser.group) \(service) token; echo \"rc=$?\"")
+        XCTAssertEqual(removal.output, "rc=2\n", "\(removal)")
+        XCTAssertEqual(kcLines(removal), ["kc: only \(LocalUser.alice.rawValue), who owns '\(service)', can remove items; ask them to do it"])
         let owner = try LocalUser.alice.run("\"$KC\" get \(service) token; echo; \"$KC\" ls --long \(service) | cut -f1,2")
         XCTAssertEqual(owner.output, "aaaa\ntoken\tafter-first-unlock\n", "nothing changed: \(owner)")
     }

@@ -189,23 +189,31 @@ final class MemberWriteAttackTests: XCTestCase {
         XCTAssertEqual(owner.output, "aaaa\nbbbb", "\(owner)")
     }
 
-    /// The finding: alice's next `kc unlock` saved bob's values into alice's vault, which
-    /// the README says never happens. Unlock and lock keep the vault's (alice's) value.
-    func testTheOwnersVaultNeverSavesAValueAMemberWrote() throws {
-        let service = uniqueService()
+    /// alice's vault in a fresh folder, unlocked, holding `item` = `value` in `service`,
+    /// shared group-writable at after-first-unlock; then bob writes `written` (no larger)
+    /// into it. Returns the vault and the line alice's later scripts start with.
+    private func aliceVaultWithAWritableItemBobWrote(_ service: String, _ item: String, alice value: String,
+                                                     bob written: String) throws -> (vault: VaultFixture, env: String) {
         let vault = try VaultFixture(owner: LocalUser.alice.rawValue)
-        defer { _ = try? runCommand("/bin/rm", ["-rf", vault.dataHome]) }
         let env = "export XDG_DATA_HOME='\(vault.dataHome)'\n"
         let made = try LocalUser.alice.run(env + """
             set -e
             printf 'pass phrase\\n' | "$KC" vault init --work-factor 10 2>/dev/null
             printf 'pass phrase\\n' | "$KC" unlock >/dev/null 2>&1
-            printf 'alice-v1' | "$KC" set --group \(LocalUser.group) --group-writable --access after-first-unlock \(service) token
+            printf '\(value)' | "$KC" set --group \(LocalUser.group) --group-writable --access after-first-unlock \(service) \(item)
             """)
         XCTAssertEqual(made.status, 0, "\(made)")
-
-        let write = try LocalUser.bob.run("printf 'bob-was!' | \"$KC\" set --from \(LocalUser.alice.rawValue) \(service) token; echo \"rc=$?\"")
+        let write = try LocalUser.bob.run("printf '\(written)' | \"$KC\" set --from \(LocalUser.alice.rawValue) \(service) \(item); echo \"rc=$?\"")
         XCTAssertEqual(write.output, "rc=0\n", "\(write)")
+        return (vault, env)
+    }
+
+    /// The finding: alice's next `kc unlock` saved bob's values into alice's vault, which
+    /// the README says never happens. Unlock and lock keep the vault's (alice's) value.
+    func testTheOwnersVaultNeverSavesAValueAMemberWrote() throws {
+        let service = uniqueService()
+        let (vault, env) = try aliceVaultWithAWritableItemBobWrote(service, "token", alice: "alice-v1", bob: "bob-was!")
+        defer { _ = try? runCommand("/bin/rm", ["-rf", vault.dataHome]) }
 
         let owner = try LocalUser.alice.run(env + """
             printf 'pass phrase\\n' | "$KC" unlock 2>&1 | grep -v '^kc: unlocked'
@@ -228,18 +236,8 @@ final class MemberWriteAttackTests: XCTestCase {
     func testTakingMembersWriteAwayPutsTheOwnersSavedValuesBack() throws {
         for downgrade in ["\"$KC\" share SERVICE --group \(LocalUser.group)", "\"$KC\" unshare SERVICE"] {
             let service = uniqueService()
-            let vault = try VaultFixture(owner: LocalUser.alice.rawValue)
+            let (vault, env) = try aliceVaultWithAWritableItemBobWrote(service, "java_opts", alice: "alice-opts", bob: "evil-agent")
             defer { _ = try? runCommand("/bin/rm", ["-rf", vault.dataHome]) }
-            let env = "export XDG_DATA_HOME='\(vault.dataHome)'\n"
-            let made = try LocalUser.alice.run(env + """
-                set -e
-                printf 'pass phrase\\n' | "$KC" vault init --work-factor 10 2>/dev/null
-                printf 'pass phrase\\n' | "$KC" unlock >/dev/null 2>&1
-                printf 'alice-opts' | "$KC" set --group \(LocalUser.group) --group-writable --access after-first-unlock \(service) java_opts
-                """)
-            XCTAssertEqual(made.status, 0, "\(made)")
-            let written = try LocalUser.bob.run("printf 'evil-agent' | \"$KC\" set --from \(LocalUser.alice.rawValue) \(service) java_opts; echo \"rc=$?\"")
-            XCTAssertEqual(written.output, "rc=0\n", "\(written)")
 
             let owner = try LocalUser.alice.run(env + downgrade.replacingOccurrences(of: "SERVICE", with: service) + """
 

@@ -189,6 +189,23 @@ final class MemberWriteAttackTests: XCTestCase {
         XCTAssertEqual(owner.output, "aaaa\nbbbb", "\(owner)")
     }
 
+    /// Found attacking the fixes a second time: the group's link right on a writable
+    /// share lets bob link alice's service keyring into his own, and his `kc ls` then
+    /// listed it as his own service (which `kc ls SERVICE` could not find). Only the
+    /// caller's own keyrings are its services.
+    func testAnOwnersKeyringAMemberLinkedInIsNotListedAsTheMembersOwn() throws {
+        let service = uniqueService()
+        try aliceShares(service, [("token", "aaaa", "")])
+        let ring = try LocalUser.alice.run("keyctl search @u keyring kc:\(service)").output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let bob = try LocalUser.bob.run("""
+            keyctl link \(ring) @u && echo linked
+            "$KC" ls | grep -cx '\(service)'
+            "$KC" ls --shared | grep -x '\(LocalUser.alice.rawValue)/\(service)'
+            keyctl unlink \(ring) @u >/dev/null
+            """)
+        XCTAssertEqual(bob.output, "linked\n0\n\(LocalUser.alice.rawValue)/\(service)\n", "listed as alice's share, not bob's own: \(bob)")
+    }
+
     /// alice's vault in a fresh folder, unlocked, holding `item` = `value` in `service`,
     /// shared group-writable at after-first-unlock; then bob writes `written` (no larger)
     /// into it. Returns the vault and the line alice's later scripts start with.

@@ -182,8 +182,10 @@ internal struct ServiceKeyring: Hashable, Sendable {
             let linked: [KeySerial]
             do { linked = try anchorSerial.linkedKeys() } catch { throw KeychainError(error) }
             for serial in linked {
-                // Keys can vanish or expire between the listing and the describe.
-                guard let info = try? serial.describe(), info.type == "keyring",
+                // Keys can vanish or expire between the listing and the describe. Only
+                // the caller's own keyrings are its services: a member may link the
+                // owner's writable share into its own keyrings (the group's link right).
+                guard let info = try? serial.describe(), info.type == "keyring", info.uid == geteuid(),
                       let (marker, name) = ServiceMarker.parse(keyringDescription: info.description)
                 else { continue }
                 found.append((name, ServiceKeyring(serial: serial, anchor: anchor, marker: marker)))

@@ -16,6 +16,14 @@ let staticRelease: [LinkerSetting] = [
     .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
 ]
 
+// A daemon that must link a shared library (libsystemd) cannot be a static executable;
+// its Swift runtime and Foundation can still be linked in.
+let staticStdlibRelease: [LinkerSetting] = [
+    .unsafeFlags(["-static-stdlib", "-Xlinker", "--strip-all"], .when(platforms: [.linux], configuration: .release)),
+    .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
+    .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
+]
+
 let package = Package(
     name: "kc",
     platforms: [.macOS(.v13)],
@@ -26,6 +34,7 @@ let package = Package(
         .library(name: "KCIntegrations", targets: ["KCIntegrations"]),
         .executable(name: "kc", targets: ["kc"]),
         .executable(name: "kc-mountd", targets: ["kc-mountd"]),
+        .executable(name: "kc-secretd", targets: ["kc-secretd"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -93,6 +102,26 @@ let package = Package(
             ],
             linkerSettings: staticRelease
         ),
+        // The Secret Service (org.freedesktop.secrets) over sd-bus. Debian ships no static
+        // libsystemd, so kc-secretd links it dynamically; the Swift runtime is linked in
+        // statically so that the installed daemon needs no toolchain beside it.
+        .systemLibrary(name: "CSDBus", pkgConfig: "libsystemd",
+                       providers: [.apt(["libsystemd-dev"])]),
+        .target(
+            name: "KCSecretService",
+            dependencies: [
+                "KernelKeychain",
+                "Keyrings",
+                "CSDBus",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(
+            name: "kc-secretd",
+            dependencies: ["KCSecretService", "KernelKeychain"],
+            linkerSettings: staticStdlibRelease
+        ),
         // Shared by the test targets: a fresh session keyring per test process, unique
         // service names, the built `kc`, and the unprivileged test user.
         .target(name: "KCTestSupport", dependencies: ["KernelKeychain", "Keyrings"], path: "Tests/KCTestSupport"),
@@ -105,6 +134,7 @@ let package = Package(
         .executableTarget(name: "kc-keychain-probe", dependencies: ["KernelKeychain", "Keyrings"], path: "Tests/KeychainProbe"),
         // Attacks by other local users (issue 13): real users, real sessions.
         .testTarget(name: "SecurityTests", dependencies: ["KernelKeychain", "Keyrings", "KCTestSupport"]),
+        .testTarget(name: "KCSecretServiceTests", dependencies: ["KCSecretService", "KernelKeychain", "Keyrings", "KCTestSupport", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "kcTests", dependencies: ["kc", "kc-keychain-probe", "KernelKeychain", "Keyrings", "KCTestSupport"]),
     ]
 )

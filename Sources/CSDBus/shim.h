@@ -1,0 +1,20 @@
+// sd-bus (libsystemd) for kc-secretd. Swift cannot call C's variadic functions, so
+// the few variadic sd-bus calls kc-secretd needs are wrapped here with fixed arguments.
+#ifndef KC_CSDBUS_SHIM_H
+#define KC_CSDBUS_SHIM_H
+#include <systemd/sd-bus.h>
+
+/// An empty method reply (no out arguments).
+static inline int kc_bus_reply_empty(sd_bus_message *call) {
+    return sd_bus_reply_method_return(call, NULL);
+}
+
+/// A D-Bus error reply with a name and a message.
+static inline int kc_bus_reply_error(sd_bus_message *call, const char *name, const char *message) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_error_set(&error, name, message);
+    int result = sd_bus_reply_method_error(call, &error);
+    sd_bus_error_free(&error);
+    return result;
+}
+#endif

@@ -2,7 +2,9 @@
 # Installs the Debian/Ubuntu packages kc needs (as root, or through sudo).
 #   install-deps.sh          to build and use kc: libkeyutils-dev, libfuse3-dev and
 #                            libpam0g-dev (the PAM module) to build, keyutils (keyctl), fuse3 (fusermount3) and attr
-#                            (getfattr/setfattr) to use it, bash-completion (which
+#                            (getfattr/setfattr) to use it, libsystemd-dev (sd-bus, for
+#                            kc-secretd), dbus-daemon and dbus-user-session (a session
+#                            bus without a desktop), libsecret-tools (secret-tool), bash-completion (which
 #                            loads kc's completions), man-db (man kc), acl (see
 #                            /dev/fuse below), and python3-pip, python3-setuptools
 #                            and python3-keyring (setup.sh installs kc's python
@@ -17,13 +19,17 @@
 #                            docker-registry and apache2-utils (a local registry with
 #                            htpasswd), borgbackup and restic, rclone and direnv
 #                            (password commands), python3-dotenv (python3-keyring
-#                            is in the base list)
+#                            is in the base list); libsecret-1-dev (to build git's
+#                            git-credential-libsecret), python3-secretstorage, and
+#                            gnome-keyring (the Secret Service reference the tests compare with)
 set -euo pipefail
 packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db libpam0g-dev
+          libsystemd-dev dbus-daemon dbus-user-session libsecret-tools
           python3-pip python3-setuptools python3-keyring)
 if [ "${1:-}" = "--tests" ]; then
     packages+=(strace python3 gdb podman runc busybox-static age pamtester hyperfine
-               git docker-registry apache2-utils borgbackup restic rclone direnv python3-dotenv)
+               git docker-registry apache2-utils borgbackup restic rclone direnv python3-dotenv
+               libsecret-1-dev python3-secretstorage gnome-keyring)
 fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -10,18 +10,25 @@ bash "$root/Tools/install-deps.sh"
 echo "kc: building the release kc (static, stripped)" >&2
 mkdir -p "$root/.build"
 if ! { swift build -c release --package-path "$root" --product kc &&
-       swift build -c release --package-path "$root" --product kc-mountd; } > "$root/.build/setup-build.log" 2>&1; then
+       swift build -c release --package-path "$root" --product kc-mountd &&
+       swift build -c release --package-path "$root" --product kc-secretd; } > "$root/.build/setup-build.log" 2>&1; then
     cat "$root/.build/setup-build.log" >&2
     echo "kc: the build failed; the log above is in .build/setup-build.log" >&2
     exit 2
 fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
-$sudo install -m 0755 "$root/.build/release/kc" "$root/.build/release/kc-mountd" /usr/local/bin/
+$sudo install -m 0755 "$root/.build/release/kc" "$root/.build/release/kc-mountd" "$root/.build/release/kc-secretd" /usr/local/bin/
 # The credential helpers are kc itself under another name (it looks at argv[0]).
 $sudo ln -sf kc /usr/local/bin/git-credential-kc
 $sudo ln -sf kc /usr/local/bin/docker-credential-kc
 echo "kc: installed /usr/local/bin/kc, its mount daemon /usr/local/bin/kc-mountd, and the credential helpers git-credential-kc and docker-credential-kc (links to kc)" >&2
+
+# The Secret Service: the session bus starts kc-secretd on a client's first call (D-Bus
+# activation; under systemd's user manager through its user unit).
+$sudo install -D -m 0644 "$root/Tools/secret-service/org.freedesktop.secrets.service" /usr/local/share/dbus-1/services/org.freedesktop.secrets.service
+$sudo install -D -m 0644 "$root/Tools/systemd/kc-secretd.service" /usr/local/lib/systemd/user/kc-secretd.service
+echo "kc: installed the Secret Service kc-secretd (/usr/local/bin), started by the session bus on first use (secret-tool, libsecret, python keyring)" >&2
 
 # The PAM module and its pam-auth-update profile: installed, not switched on. PAM looks
 # for modules in the folder that holds pam_unix.so.

@@ -17,4 +17,10 @@ static inline int kc_bus_reply_error(sd_bus_message *call, const char *name, con
     sd_bus_error_free(&error);
     return result;
 }
+
+/// A method call without arguments, waiting for its reply.
+static inline int kc_bus_call_empty(sd_bus *bus, const char *destination, const char *path, const char *interface,
+                                    const char *member, sd_bus_error *error, sd_bus_message **reply) {
+    return sd_bus_call_method(bus, destination, path, interface, member, error, reply, NULL);
+}
 #endif

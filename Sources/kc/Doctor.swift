@@ -21,7 +21,7 @@ extension KC {
         var json = false
 
         func run() throws {
-            let checks = KeyringDiagnostics.run() + [fuseDevice(), fusermount(), mountDaemon()] + liveMounts()
+            let checks = KeyringDiagnostics.run() + [fuseDevice(), fusermount(), mountDaemon(), secretService()] + liveMounts()
             if json {
                 try printJSON(CheckList(checks: checks.map(CheckEntry.init)))
             } else {
@@ -103,6 +103,22 @@ extension KC {
             }
             return DiagnosticCheck(name: "kc-mountd", status: .warn, detail:
                 "\(daemon) is missing: 'kc mount' needs it next to kc; reinstall with ./Tools/setup.sh")
+        }
+
+        /// Whether the Secret Service on this session bus is kc's and answers
+        /// (`kc-secretd status`, which speaks D-Bus; kc itself links no D-Bus library).
+        private func secretService() -> DiagnosticCheck {
+            let name = "secret service"
+            let daemon = siblingExecutable("kc-secretd")
+            guard access(daemon, X_OK) == 0 else {
+                return DiagnosticCheck(name: name, status: .warn, detail:
+                    "\(daemon) is missing: programs that use the Secret Service (secret-tool, libsecret) cannot reach kc; install it with ./Tools/setup.sh")
+            }
+            guard let (status, output) = runCapturingOutput(daemon, ["status"]) else {
+                return DiagnosticCheck(name: name, status: .warn, detail: "\(daemon) status did not run")
+            }
+            let detail = output.split(separator: "\n").joined(separator: "; ")
+            return DiagnosticCheck(name: name, status: status == 0 ? .ok : .warn, detail: detail)
         }
 
         private func fusermount() -> DiagnosticCheck {

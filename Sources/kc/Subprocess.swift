@@ -4,12 +4,13 @@ import Glibc
 
 /// Starts a program found on PATH (or by path) with `arguments`; returns its pid, or
 /// nil if it could not start. `movingToThree` becomes the child's descriptor 3.
-func spawn(_ program: String, _ arguments: [String], closingInChild: [Int32] = [], movingToThree: Int32? = nil) -> pid_t? {
+func spawn(_ program: String, _ arguments: [String], closingInChild: [Int32] = [], movingToThree: Int32? = nil, standardOutput: Int32? = nil) -> pid_t? {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
     for descriptor in closingInChild { posix_spawn_file_actions_addclose(&actions, descriptor) }
     if let movingToThree { posix_spawn_file_actions_adddup2(&actions, movingToThree, 3) }
+    if let standardOutput { posix_spawn_file_actions_adddup2(&actions, standardOutput, 1) }
     let argv: [UnsafeMutablePointer<CChar>?] = ([program] + arguments).map { (text: String) in strdup(text) } + [nil]
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0
@@ -40,6 +41,30 @@ func runToCompletion(_ program: String, _ arguments: [String]) -> Int32? {
     }
     // WIFEXITED / WEXITSTATUS are macros.
     return status & 0x7f == 0 ? (status >> 8) & 0xff : nil
+}
+
+/// Runs a program to completion and returns its exit status and standard output (at most
+/// 64 KiB); nil if it could not start or was killed.
+func runCapturingOutput(_ program: String, _ arguments: [String]) -> (status: Int32, output: String)? {
+    guard let pipe = closeOnExecPipe() else { return nil }
+    let pid = spawn(program, arguments, standardOutput: pipe.write)
+    close(pipe.write)
+    defer { close(pipe.read) }
+    guard let pid else { return nil }
+    var output: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while output.count < 65536 {
+        let count = read(pipe.read, &buffer, buffer.count)
+        if count < 0, errno == EINTR { continue }
+        guard count > 0 else { break }
+        output += buffer[..<count]
+    }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 {
+        if errno != EINTR { return nil }
+    }
+    guard status & 0x7f == 0 else { return nil }
+    return ((status >> 8) & 0xff, String(decoding: output, as: UTF8.self))
 }
 
 /// How a program run with a deadline (``runWithDeadline(_:_:seconds:grace:)``) ended.

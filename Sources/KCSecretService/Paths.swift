@@ -1,0 +1,102 @@
+import Keyrings
+/// The object paths of the Secret Service, and which object a path names.
+enum SecretPath {
+    static let service = "/org/freedesktop/secrets"
+    static let collectionPrefix = service + "/collection/"
+    static let aliasPrefix = service + "/aliases/"
+    static let sessionPrefix = service + "/session/"
+    static let promptPrefix = service + "/prompt/"
+    static let none = "/"
+
+    static func collection(_ name: String) -> String { collectionPrefix + name }
+
+    static func item(_ id: ItemID, in collection: String) -> String {
+        self.collection(collection) + "/" + encode(id.service.bytes) + "__" + encode(id.name.bytes)
+    }
+
+    /// A name as an object path element: letters and digits as they are, every other
+    /// byte `_` and two lower-case hex digits (`_2e` for `.`). An `_` is always followed
+    /// by a hex digit, so `__` never occurs inside one and separates service from item.
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out = ""
+        out.reserveCapacity(bytes.count)
+        let digits = Array("0123456789abcdef".unicodeScalars)
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                out.unicodeScalars.append("_")
+                out.unicodeScalars.append(digits[Int(byte >> 4)])
+                out.unicodeScalars.append(digits[Int(byte & 0xF)])
+            }
+        }
+        return out
+    }
+
+    static func decode(_ text: Substring) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            if byte == UInt8(ascii: "_") {
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+                bytes.append(high << 4 | low)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return bytes.isEmpty ? nil : bytes
+    }
+
+    /// Where the first `__` begins.
+    private static func separatorIndex(_ text: Substring) -> Substring.Index? {
+        var previous: Substring.Index? = nil
+        for index in text.indices {
+            if text[index] == "_" {
+                if let previous { return previous }
+                previous = index
+            } else {
+                previous = nil
+            }
+        }
+        return nil
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        default: nil
+        }
+    }
+
+    /// What a path names, before checking that it exists.
+    enum Target: Equatable {
+        case service
+        /// A collection by its name, or by an alias (`/aliases/default`).
+        case collection(name: String, alias: Bool)
+        case item(collection: String, alias: Bool, ItemID)
+        case session(String)
+        case prompt(String)
+        /// `/org/freedesktop/secrets/collection` or `…/aliases`: only introspected, for
+        /// tools that walk the tree (`busctl tree`).
+        case folder(String)
+    }
+
+    static func parse(_ path: String) -> Target? {
+        if path == service { return .service }
+        if path == service + "/collection" { return .folder("collection") }
+        if path == service + "/aliases" { return .folder("aliases") }
+        for (prefix, alias) in [(collectionPrefix, false), (aliasPrefix, true)] where path.hasPrefix(prefix) {
+            let rest = path.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+            guard let name = rest.first, !name.isEmpty else { return nil }
+            if rest.count == 1 { return .collection(name: String(name), alias: alias) }
+            guard rest.count == 2, let separator = separatorIndex(rest[1]),
+                  let service = decode(rest[1][..<separator]), let item = decode(rest[1][rest[1].index(separator, offsetBy: 2)...]) else { return nil }
+            return .item(collection: String(name), alias: alias, ItemID(service: KeyName(bytes: service), name: KeyName(bytes: item)))
+        }
+        if path.hasPrefix(sessionPrefix), path.count > sessionPrefix.count { return .session(path) }
+        if path.hasPrefix(promptPrefix), path.count > promptPrefix.count { return .prompt(path) }
+        return nil
+    }
+}

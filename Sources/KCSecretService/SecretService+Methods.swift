@@ -1,0 +1,289 @@
+import CSDBus
+import KernelKeychain
+import Keyrings
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension SecretService {
+    func invoke(_ object: Object, interface: String, member: String, message: BusReader, call: OpaquePointer,
+              caller: Caller, path: String) throws(BusError) {
+        switch (object, interface, member) {
+        // org.freedesktop.Secret.Service
+        case (.service, Self.serviceInterface, "OpenSession"):
+            try message.expect("sv")
+            let (output, session) = try openSession(algorithm: try message.string(), message: message, caller: caller)
+            try reply(call) { writer in
+                writer.open("v", output == nil ? "s" : "ay")
+                if let output { writer.bytes(output) } else { writer.string("") }
+                writer.close()
+                writer.objectPath(session)
+            }
+            prepareKeyPair()
+        case (.service, Self.serviceInterface, "SearchItems"):
+            try message.expect("a{ss}")
+            let found = try store.items(in: nil, matching: try message.stringDictionary())
+            try reply(call) { writer in
+                writer.objectPaths(found.filter { !$0.locked }.map(itemPath))
+                writer.objectPaths(found.filter(\.locked).map(itemPath))
+            }
+        case (.service, Self.serviceInterface, "GetSecrets"):
+            try message.expect("aoo")
+            let (paths, sessionPath) = (try message.objectPaths(), try message.objectPath())
+            let session = try self.session(sessionPath, of: caller)
+            var secrets: [(String, WireSecret)] = []
+            for itemPath in paths {
+                // As the spec says: items that do not exist or are locked are left out.
+                guard let target = SecretPath.parse(itemPath), case .item(let found)? = try? resolve(target, path: itemPath),
+                      !found.locked, let secret = try? secret(of: found, session: sessionPath, session, caller: caller) else { continue }
+                secrets.append((itemPath, secret))
+            }
+            try reply(call) { writer in
+                writer.open("a", "{o(oayays)}")
+                for (itemPath, secret) in secrets {
+                    writer.open("e", "o(oayays)")
+                    writer.objectPath(itemPath)
+                    writer.secret(secret)
+                    writer.close()
+                }
+                writer.close()
+            }
+        case (.service, Self.serviceInterface, "Unlock"):
+            try message.expect("ao")
+            let (done, prompt) = try lockOrUnlock(try message.objectPaths(), lock: false)
+            try reply(call) { $0.objectPaths(done); $0.objectPath(prompt) }
+        case (.service, Self.serviceInterface, "Lock"):
+            try message.expect("ao")
+            let (done, prompt) = try lockOrUnlock(try message.objectPaths(), lock: true)
+            try reply(call) { $0.objectPaths(done); $0.objectPath(prompt) }
+        case (.service, Self.serviceInterface, "ReadAlias"):
+            try message.expect("s")
+            let target = store.alias(try message.string())
+            try reply(call) { $0.objectPath(target.map(SecretPath.collection) ?? SecretPath.none) }
+        case (.service, Self.serviceInterface, "SetAlias"):
+            try message.expect("so")
+            let (name, target) = (try message.string(), try message.objectPath())
+            if target == SecretPath.none {
+                try store.setAlias(name, to: nil)
+            } else {
+                guard case .collection(let collection, false)? = SecretPath.parse(target) else { throw .noSuchObject(target) }
+                try store.setAlias(name, to: collection)
+            }
+            try reply(call) { _ in }
+        case (.service, Self.serviceInterface, "CreateCollection"):
+            try message.expect("a{sv}s")
+            let properties = try message.properties()
+            let alias = try message.string()
+            let collection: String
+            if !alias.isEmpty, let existing = store.alias(alias) {
+                collection = existing
+            } else {
+                guard case .string(let label)? = properties["org.freedesktop.Secret.Collection.Label"] ?? .string("") else {
+                    throw .invalidArguments("org.freedesktop.Secret.Collection.Label must be a string")
+                }
+                collection = try store.createCollection(label: label)
+                if !alias.isEmpty { try store.setAlias(alias, to: collection) }
+                emit(SecretPath.service, Self.serviceInterface, "CollectionCreated") { $0.objectPath(SecretPath.collection(collection)) }
+                emitPropertiesChanged(SecretPath.service, Self.serviceInterface, invalidated: ["Collections"])
+            }
+            try reply(call) { $0.objectPath(SecretPath.collection(collection)); $0.objectPath(SecretPath.none) }
+
+        // org.freedesktop.Secret.Collection
+        case (.collection(let collection), Self.collectionInterface, "SearchItems"):
+            try message.expect("a{ss}")
+            let found = try store.items(in: collection, matching: try message.stringDictionary())
+            try reply(call) { $0.objectPaths(found.map(itemPath)) }
+        case (.collection(let collection), Self.collectionInterface, "CreateItem"):
+            try message.expect("a{sv}(oayays)b")
+            let properties = try message.properties()
+            let wire = try message.secret()
+            let replace = try message.bool()
+            let label: String
+            switch properties["org.freedesktop.Secret.Item.Label"] {
+            case nil: label = ""
+            case .string(let text)?: label = text
+            default: throw .invalidArguments("org.freedesktop.Secret.Item.Label must be a string")
+            }
+            let attributes: [String: String]
+            switch properties["org.freedesktop.Secret.Item.Attributes"] {
+            case nil: attributes = [:]
+            case .attributes(let given)?: attributes = given
+            default: throw .invalidArguments("org.freedesktop.Secret.Item.Attributes must be a{ss}")
+            }
+            var value = try decrypt(wire, caller: caller)
+            defer { value.overwriteWithZeros() }
+            let (item, isNew) = try store.create(in: collection, attributes: attributes, label: label, value: value,
+                                                 contentType: wire.contentType, replace: replace)
+            let created = itemPath(item)
+            try reply(call) { $0.objectPath(created); $0.objectPath(SecretPath.none) }
+            emit(SecretPath.collection(collection), Self.collectionInterface, isNew ? "ItemCreated" : "ItemChanged") { $0.objectPath(created) }
+            if isNew { emitPropertiesChanged(SecretPath.collection(collection), Self.collectionInterface, invalidated: ["Items"]) }
+        case (.collection(let collection), Self.collectionInterface, "Delete"):
+            try message.expect("")
+            let deleted = try store.deleteCollection(collection)
+            try reply(call) { $0.objectPath(SecretPath.none) }
+            for item in deleted { emit(SecretPath.collection(collection), Self.collectionInterface, "ItemDeleted") { $0.objectPath(itemPath(item)) } }
+            emit(SecretPath.service, Self.serviceInterface, "CollectionDeleted") { $0.objectPath(SecretPath.collection(collection)) }
+            emitPropertiesChanged(SecretPath.service, Self.serviceInterface, invalidated: ["Collections"])
+
+        // org.freedesktop.Secret.Item
+        case (.item(let item), Self.itemInterface, "GetSecret"):
+            try message.expect("o")
+            let sessionPath = try message.objectPath()
+            let session = try self.session(sessionPath, of: caller)
+            let secret = try secret(of: item, session: sessionPath, session, caller: caller)
+            try reply(call) { $0.secret(secret) }
+        case (.item(let item), Self.itemInterface, "SetSecret"):
+            try message.expect("(oayays)")
+            let wire = try message.secret()
+            var value = try decrypt(wire, caller: caller)
+            defer { value.overwriteWithZeros() }
+            try store.setSecret(of: item, value: value, contentType: wire.contentType)
+            try reply(call) { _ in }
+            emit(SecretPath.collection(item.collection), Self.collectionInterface, "ItemChanged") { $0.objectPath(path) }
+        case (.item(let item), Self.itemInterface, "Delete"):
+            try message.expect("")
+            try store.delete(item)
+            try reply(call) { $0.objectPath(SecretPath.none) }
+            emit(SecretPath.collection(item.collection), Self.collectionInterface, "ItemDeleted") { $0.objectPath(itemPath(item)) }
+            emitPropertiesChanged(SecretPath.collection(item.collection), Self.collectionInterface, invalidated: ["Items"])
+
+        // org.freedesktop.Secret.Session and .Prompt
+        case (.session(let session), Self.sessionInterface, "Close"):
+            try message.expect("")
+            sessions[session] = nil
+            try reply(call) { _ in }
+        case (.prompt(let prompt), Self.promptInterface, "Prompt"), (.prompt(let prompt), Self.promptInterface, "Dismiss"):
+            // kc-secretd never shows a prompt: one exists only when the vault is locked,
+            // which `kc unlock` (or a login) opens. The client hears it was dismissed.
+            if member == "Prompt" { try message.expect("s") } else { try message.expect("") }
+            let why = prompts.removeValue(forKey: prompt) ?? ""
+            try reply(call) { _ in }
+            if !why.isEmpty { Log.error(why) }
+            emit(prompt, Self.promptInterface, "Completed") { writer in
+                writer.bool(true)
+                writer.open("v", "ao")
+                writer.objectPaths([])
+                writer.close()
+            }
+        default:
+            throw .unknownMethod(interface, member, on: path)
+        }
+    }
+
+    // MARK: Sessions and secrets
+
+    private func openSession(algorithm: String, message: BusReader, caller: Caller) throws(BusError) -> (output: [UInt8]?, path: String) {
+        guard sessions.values.filter({ $0.owner == caller.name }).count < Self.maximumSessionsPerConnection else {
+            throw .limitsExceeded("\(Self.maximumSessionsPerConnection) sessions are open on this connection; Close one first")
+        }
+        let contents = message.peek()?.contents ?? ""
+        switch algorithm {
+        case Self.plainAlgorithm:
+            guard contents == "s" else { throw .invalidArguments("the plain algorithm takes an empty string, not '\(contents)'") }
+            try message.skip()
+            let path = nextPath(SecretPath.sessionPrefix, "s")
+            sessions[path] = Session(owner: caller.name, key: nil)
+            return (nil, path)
+        case Self.dhAlgorithm:
+            guard contents == "ay", try message.enter("v", "ay") else {
+                throw .invalidArguments("\(Self.dhAlgorithm) takes the client's public key as bytes (ay), not '\(contents)'")
+            }
+            let clientKey = try message.bytes()
+            try message.exit()
+            let keyPair: DHKeyPair
+            do throws(SecretCryptoError) {
+                if let spare = spareKeyPair {
+                    keyPair = spare
+                    spareKeyPair = nil
+                } else {
+                    keyPair = try DHKeyPair.generate()
+                }
+            } catch {
+                throw .failed("no key pair: \(error)")
+            }
+            let key: [UInt8]
+            do throws(SecretCryptoError) {
+                key = try keyPair.sharedAESKey(clientPublicKey: clientKey)
+            } catch {
+                throw .invalidArguments("the client's public key is not usable: \(error)")
+            }
+            let path = nextPath(SecretPath.sessionPrefix, "s")
+            sessions[path] = Session(owner: caller.name, key: key)
+            return (keyPair.publicKey, path)
+        default:
+            throw .notSupported("kc-secretd has no algorithm '\(algorithm)'; it speaks \(Self.plainAlgorithm) and \(Self.dhAlgorithm)")
+        }
+    }
+
+    /// Makes the next session's key pair if none waits (after a reply, so no caller waits for it).
+    func prepareKeyPair() {
+        if spareKeyPair == nil { spareKeyPair = try? DHKeyPair.generate() }
+    }
+
+    func session(_ path: String, of caller: Caller) throws(BusError) -> Session {
+        guard let session = sessions[path], session.owner == caller.name else { throw .noSession(path) }
+        return session
+    }
+
+    private func decrypt(_ wire: WireSecret, caller: Caller) throws(BusError) -> [UInt8] {
+        let session = try self.session(wire.session, of: caller)
+        guard let key = session.key else { return wire.value }
+        do throws(SecretCryptoError) {
+            return try SecretCipher.decrypt(wire.value, parameters: wire.parameters, key: key)
+        } catch {
+            throw .invalidArguments("the secret could not be decrypted with the session's key: \(error)")
+        }
+    }
+
+    private func secret(of item: SecretStore.Found, session path: String, _ session: Session, caller: Caller) throws(BusError) -> WireSecret {
+        var (value, contentType) = try store.secret(of: item)
+        defer { value.overwriteWithZeros() }
+        if audit {
+            ReadAudit.record(ItemRead(via: "secret-service", service: item.id.service, item: item.id.name,
+                                      readerPID: caller.pid, readerUID: caller.uid))
+        }
+        guard let key = session.key else {
+            return WireSecret(session: path, parameters: [], value: value, contentType: contentType)
+        }
+        do throws(SecretCryptoError) {
+            let (parameters, sealed) = try SecretCipher.encrypt(value, key: key)
+            return WireSecret(session: path, parameters: parameters, value: sealed, contentType: contentType)
+        } catch {
+            throw .failed("the secret could not be encrypted: \(error)")
+        }
+    }
+
+    // MARK: Lock and unlock
+
+    /// Locks or unlocks collections and items (an item's collection). Unlocking needs no
+    /// prompt while the vault is unlocked; while it is locked the answer is a prompt that
+    /// is dismissed when shown, with a message to run `kc unlock`.
+    private func lockOrUnlock(_ paths: [String], lock: Bool) throws(BusError) -> ([String], String) {
+        var done: [String] = []
+        var waiting: [String] = []
+        for path in paths {
+            guard let target = SecretPath.parse(path) else { continue }
+            let collection: String
+            switch target {
+            case .collection(let name, let alias): guard let resolved = try? collectionName(name, alias: alias, path: path) else { continue }; collection = resolved
+            case .item(let name, let alias, _): guard let resolved = try? collectionName(name, alias: alias, path: path) else { continue }; collection = resolved
+            default: continue
+            }
+            if lock {
+                store.lock(collection: collection)
+                done.append(path)
+            } else if store.unlock(collection: collection) {
+                done.append(path)
+            } else {
+                waiting.append(path)
+            }
+        }
+        guard !waiting.isEmpty else { return (done, SecretPath.none) }
+        let prompt = nextPath(SecretPath.promptPrefix, "p")
+        prompts[prompt] = "the vault is locked: run 'kc unlock' to open \(waiting.joined(separator: ", ")) (kc-secretd never prompts)"
+        return (done, prompt)
+    }
+}

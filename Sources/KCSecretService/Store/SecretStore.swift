@@ -1,0 +1,439 @@
+import KernelKeychain
+import Keyrings
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The Secret Service's items over the keychain: values in kc items (the kernel, and the
+/// vault as `kc set` saves them), everything else in the ``SecretIndex``.
+///
+/// Items kc-secretd did not make (`kc set`, the mount, the library) are items too: they
+/// show with the attributes `service` and `username` (their service and name), in the
+/// `session` collection if they are `when-unlocked`, else in `login`.
+final class SecretStore {
+    static let login = "login"
+    static let session = "session"
+    static let documentName = "secret-service"
+
+    /// Nil while the vault is locked and the index could not be read.
+    private(set) var index: SecretIndex?
+    /// Collections a client locked (`Lock`): their secrets are refused over D-Bus until
+    /// `Unlock`, which needs no prompt while the vault is unlocked.
+    private(set) var lockedByClient: Set<String> = []
+    /// Whether the index lives only in this process (no vault: nothing survives a reboot).
+    private(set) var inMemoryOnly = false
+
+    init() {
+        _ = loadIndex()
+    }
+
+    // MARK: The index
+
+    /// Reads the index if it is not loaded yet; false while the vault is locked.
+    @discardableResult
+    func loadIndex() -> Bool {
+        if index != nil { return true }
+        do {
+            guard let vault = try Vault.current() else {
+                inMemoryOnly = true
+                index = Self.withBuiltins(SecretIndex())
+                return true
+            }
+            inMemoryOnly = false
+            switch try vault.readDocument(Self.documentName) {
+            case .absent:
+                index = Self.withBuiltins(SecretIndex())
+            case .locked:
+                return false
+            case .contents(let bytes):
+                guard let decoded = SecretIndex(decoding: bytes) else {
+                    Log.error("the index in \(vault.path)/documents/\(Self.documentName).age is damaged; move it away to start a new one")
+                    return false
+                }
+                index = Self.withBuiltins(decoded)
+            }
+            return true
+        } catch {
+            Log.error("cannot read the index: \(error)")
+            return false
+        }
+    }
+
+    private static func withBuiltins(_ index: SecretIndex) -> SecretIndex {
+        var index = index
+        let now = Self.now
+        for (name, label) in [(login, "Login"), (session, "Session")] where index.collections[name] == nil {
+            index.collections[name] = CollectionRecord(name: name, label: label, created: now, modified: now, isCustom: false)
+        }
+        if index.aliases["default"] == nil { index.aliases["default"] = login }
+        return index
+    }
+
+    static var now: UInt64 { UInt64(max(0, time(nil))) }
+
+    /// Saves the index to the vault (nothing to save to without one).
+    private func save() throws(BusError) {
+        guard let index else { return }
+        do {
+            guard let vault = try Vault.current() else { inMemoryOnly = true; return }
+            inMemoryOnly = false
+            try vault.saveDocument(Self.documentName, index.encoded())
+        } catch {
+            throw .failed("the Secret Service's index could not be saved in the vault: \(error)")
+        }
+    }
+
+    private func loadedIndex() throws(BusError) -> SecretIndex {
+        guard loadIndex(), let index else { throw Self.vaultLocked }
+        return index
+    }
+
+    static let vaultLocked = BusError.isLocked("the vault is locked: run 'kc unlock' (kc-secretd never prompts)")
+
+    // MARK: Collections
+
+    var collectionNames: [String] {
+        guard let index else { return [Self.login, Self.session] }
+        return index.collections.keys.sorted()
+    }
+
+    func collection(_ name: String) -> CollectionRecord? {
+        index?.collections[name] ?? ([Self.login, Self.session].contains(name) ? CollectionRecord(name: name, label: name, created: 0, modified: 0, isCustom: false) : nil)
+    }
+
+    func alias(_ name: String) -> String? {
+        guard let index else { return name == "default" ? Self.login : nil }
+        return index.aliases[name]
+    }
+
+    func setAlias(_ name: String, to collection: String?) throws(BusError) {
+        var index = try loadedIndex()
+        if let collection {
+            guard index.collections[collection] != nil else { throw .noSuchObject(collection) }
+            index.aliases[name] = collection
+        } else {
+            index.aliases[name] = nil
+        }
+        self.index = index
+        try save()
+    }
+
+    func isLocked(collection name: String) -> Bool {
+        index == nil || lockedByClient.contains(name)
+    }
+
+    /// The level new items of a collection take: `session` is `when-unlocked`, every
+    /// other collection `after-first-unlock` (saved in the vault, back after a reboot).
+    func accessibility(ofCollection name: String) -> Accessibility {
+        name == Self.session ? .whenUnlocked : .afterFirstUnlock
+    }
+
+    func createCollection(label: String) throws(BusError) -> String {
+        var index = try loadedIndex()
+        var base = String(label.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }.map(Character.init)).lowercased()
+        if base.isEmpty { base = "collection" }
+        var name = base
+        var n = 2
+        while index.collections[name] != nil { name = base + String(n); n += 1 }
+        let now = Self.now
+        index.collections[name] = CollectionRecord(name: name, label: label, created: now, modified: now, isCustom: true)
+        self.index = index
+        try save()
+        return name
+    }
+
+    func setCollectionLabel(_ name: String, _ label: String) throws(BusError) {
+        var index = try loadedIndex()
+        guard index.collections[name] != nil else { throw .noSuchObject(name) }
+        index.collections[name]?.label = label
+        index.collections[name]?.modified = Self.now
+        self.index = index
+        try save()
+    }
+
+    /// Deletes a collection and its items. `login` and `session` are kc's levels, not
+    /// collections to delete: refused.
+    func deleteCollection(_ name: String) throws(BusError) -> [Found] {
+        let index = try loadedIndex()
+        guard let record = index.collections[name] else { throw .noSuchObject(name) }
+        guard record.isCustom else { throw .notSupported("the \(name) collection is one of kc's levels; delete its items instead") }
+        let doomed = try items(in: name, matching: [:])
+        for item in doomed { try delete(item) }
+        self.index?.collections[name] = nil
+        let aliases = self.index?.aliases.filter { $0.value != name } ?? [:]
+        self.index?.aliases = aliases
+        try save()
+        return doomed
+    }
+
+    func lock(collection name: String) { lockedByClient.insert(name) }
+
+    /// Unlocks a collection a client locked; false if the vault itself is locked.
+    func unlock(collection name: String) -> Bool {
+        guard loadIndex() else { return false }
+        lockedByClient.remove(name)
+        return true
+    }
+
+    // MARK: Items
+
+    /// An item as found: its kc item, its collection, its record (nil for an item kc-secretd
+    /// did not make), and whether its value cannot be read now.
+    struct Found: Equatable {
+        var id: ItemID
+        var collection: String
+        var record: ItemRecord?
+        var locked: Bool
+
+        var attributes: [String: String] {
+            record?.attributes ?? SecretStore.attributes(of: id)
+        }
+    }
+
+    static func attributes(of id: ItemID) -> [String: String] {
+        guard let service = id.service.text, let name = id.name.text else { return [:] }
+        return ["service": service, "username": name]
+    }
+
+    /// The items of `collection` (nil: all) whose attributes include every pair of
+    /// `attributes`.
+    func items(in collection: String?, matching attributes: [String: String]) throws(BusError) -> [Found] {
+        let index = try loadedIndex()
+        var found: [Found] = []
+        var stale: [ItemID] = []
+        for record in index.items.values.sorted(by: { $0.id < $1.id }) {
+            let home = index.collections[record.collection] == nil ? Self.login : record.collection
+            guard collection == nil || collection == home, Self.matches(record.attributes, attributes) else { continue }
+            switch presence(of: record.id, emptyValue: record.isEmptyValue) {
+            case .gone: stale.append(record.id)
+            case .present(let locked): found.append(Found(id: record.id, collection: home, record: record, locked: locked || lockedByClient.contains(home)))
+            }
+        }
+        if !stale.isEmpty {
+            for id in stale { self.index?.items[id] = nil }
+            try? save()
+        }
+        // Items kc-secretd did not make carry only `service` and `username`.
+        guard Set(attributes.keys).isSubset(of: ["service", "username"]), collection.map({ !(index.collections[$0]?.isCustom ?? true) }) ?? true else {
+            return found
+        }
+        for (id, accessibility) in unindexedItems(service: attributes["service"], indexed: index) {
+            let home = accessibility?.level == .whenUnlocked ? Self.session : Self.login
+            guard collection == nil || collection == home, Self.matches(Self.attributes(of: id), attributes) else { continue }
+            found.append(Found(id: id, collection: home, record: nil, locked: lockedByClient.contains(home)))
+        }
+        return found
+    }
+
+    private static func matches(_ attributes: [String: String], _ wanted: [String: String]) -> Bool {
+        wanted.allSatisfy { attributes[$0.key] == $0.value }
+    }
+
+    /// kc items with UTF-8 names that the index has no record of.
+    private func unindexedItems(service: String?, indexed index: SecretIndex) -> [(ItemID, Accessibility?)] {
+        let services: [KeyName]
+        if let service {
+            services = [KeyName(service)]
+        } else {
+            services = (try? Keychain.services()) ?? []
+        }
+        var result: [(ItemID, Accessibility?)] = []
+        for service in services where service.text != nil {
+            guard let keychain = try? Keychain(service: service), let items = try? keychain.items() else { continue }
+            for item in items where item.name.text != nil {
+                let id = ItemID(service: service, name: item.name)
+                if index.items[id] == nil { result.append((id, item.accessibility)) }
+            }
+        }
+        return result
+    }
+
+    enum Presence { case gone, present(locked: Bool) }
+
+    /// Whether the item's value is there: in the kernel, or in the vault while it is
+    /// locked (then locked), or empty (the index holds it).
+    private func presence(of id: ItemID, emptyValue: Bool) -> Presence {
+        guard let keychain = try? Keychain(service: id.service) else { return .gone }
+        if let item = try? keychain.item(id.name), item.size >= 0 { return .present(locked: false) }
+        if emptyValue { return .present(locked: false) }
+        do {
+            let there = try keychain.withBytes(forKey: id.name) { _ in true }
+            return there == nil ? .gone : .present(locked: false)
+        } catch {
+            switch error {
+            case .vaultLocked, .vaultKeepsForLoginSessions: return .present(locked: true)
+            default: return .gone
+            }
+        }
+    }
+
+    /// One item by its kc item, in `collection`.
+    func item(_ id: ItemID, in collection: String) throws(BusError) -> Found? {
+        let index = try loadedIndex()
+        if let record = index.items[id] {
+            let home = index.collections[record.collection] == nil ? Self.login : record.collection
+            guard home == collection else { return nil }
+            switch presence(of: id, emptyValue: record.isEmptyValue) {
+            case .gone: return nil
+            case .present(let locked): return Found(id: id, collection: home, record: record, locked: locked || lockedByClient.contains(home))
+            }
+        }
+        guard id.service.text != nil, id.name.text != nil, let keychain = try? Keychain(service: id.service),
+              let item = try? keychain.item(id.name) else { return nil }
+        let home = item.accessibility?.level == .whenUnlocked ? Self.session : Self.login
+        guard home == collection else { return nil }
+        return Found(id: id, collection: home, record: nil, locked: lockedByClient.contains(home))
+    }
+
+    /// The item's value and content type.
+    func secret(of item: Found) throws(BusError) -> (value: [UInt8], contentType: String) {
+        guard !item.locked else { throw .isLocked("\(Self.describe(item.id)) is locked: Unlock it first (or 'kc unlock' when the vault is locked)") }
+        let contentType = item.record?.contentType ?? "text/plain"
+        do {
+            let keychain = try Keychain(service: item.id.service)
+            if let value = try keychain.data(forKey: item.id.name) { return (value, contentType) }
+        } catch {
+            throw Self.busError(error, for: item.id)
+        }
+        if item.record?.isEmptyValue == true { return ([], contentType) }
+        throw .noSuchObject(Self.describe(item.id))
+    }
+
+    /// Stores a new item in `collection`, or with `replace` gives a new value to the item
+    /// with exactly these attributes there. Returns the item and whether it is new.
+    func create(in collection: String, attributes: [String: String], label: String, value: [UInt8], contentType: String,
+                replace: Bool) throws(BusError) -> (Found, isNew: Bool) {
+        try Self.checkSizes(attributes: attributes, label: label, contentType: contentType)
+        guard !isLocked(collection: collection) else { throw .isLocked("the \(collection) collection is locked: Unlock it first") }
+        if replace, let existing = try items(in: collection, matching: attributes).first(where: { $0.attributes == attributes }) {
+            let updated = try setSecret(of: existing, value: value, contentType: contentType, label: label)
+            return (updated, false)
+        }
+        let base = ItemNaming.proposed(attributes: attributes, label: label)
+        var id = base
+        var n = 2
+        while true {
+            let index = try loadedIndex()
+            if index.items[id] == nil {
+                let inKernel = (try? Keychain(service: id.service).contains(id.name)) ?? false
+                if !inKernel { break }
+                // An item kc-secretd did not make, under the name these attributes give:
+                // a replacing store is that item's new value (python keyring's `set`
+                // after `kc set` of the same service and user).
+                if replace { break }
+            }
+            id = ItemID(service: base.service, name: ItemNaming.numbered(base.name, n))
+            n += 1
+            guard n < 1000 else { throw .failed("no free item name for \(Self.describe(base))") }
+        }
+        let now = Self.now
+        let record = ItemRecord(id: id, collection: collection, attributes: attributes, label: label, contentType: contentType,
+                                created: now, modified: now, isEmptyValue: value.isEmpty)
+        try store(value, for: id, accessibility: accessibility(ofCollection: collection), isNew: true)
+        index?.items[id] = record
+        do {
+            try save()
+        } catch {
+            index?.items[id] = nil
+            _ = try? Keychain(service: id.service).remove(id.name)
+            throw error
+        }
+        return (Found(id: id, collection: collection, record: record, locked: false), true)
+    }
+
+    /// A new value (and content type, and label if given) for an item.
+    @discardableResult
+    func setSecret(of item: Found, value: [UInt8], contentType: String, label: String? = nil) throws(BusError) -> Found {
+        guard !item.locked else { throw .isLocked("\(Self.describe(item.id)) is locked: Unlock it first") }
+        try Self.checkSizes(attributes: [:], label: label ?? "", contentType: contentType)
+        var record = item.record ?? ItemRecord(id: item.id, collection: item.collection, attributes: item.attributes,
+                                               label: Self.defaultLabel(item.id), contentType: contentType,
+                                               created: Self.now, modified: Self.now, isEmptyValue: false)
+        try store(value, for: item.id, accessibility: nil, isNew: false)
+        record.contentType = contentType
+        record.isEmptyValue = value.isEmpty
+        record.modified = Self.now
+        if let label { record.label = label }
+        index?.items[item.id] = record
+        try save()
+        var updated = item
+        updated.record = record
+        return updated
+    }
+
+    /// Changes an item's label or attributes (its kc name stays).
+    func update(_ item: Found, label: String? = nil, attributes: [String: String]? = nil) throws(BusError) -> Found {
+        guard !item.locked else { throw .isLocked("\(Self.describe(item.id)) is locked: Unlock it first") }
+        try Self.checkSizes(attributes: attributes ?? [:], label: label ?? "", contentType: "")
+        var record = item.record ?? ItemRecord(id: item.id, collection: item.collection, attributes: item.attributes,
+                                               label: Self.defaultLabel(item.id), contentType: "text/plain",
+                                               created: Self.now, modified: Self.now, isEmptyValue: false)
+        if let label { record.label = label }
+        if let attributes { record.attributes = attributes }
+        record.modified = Self.now
+        index?.items[item.id] = record
+        try save()
+        var updated = item
+        updated.record = record
+        return updated
+    }
+
+    func delete(_ item: Found) throws(BusError) {
+        guard !lockedByClient.contains(item.collection) else { throw .isLocked("the \(item.collection) collection is locked: Unlock it first") }
+        do {
+            _ = try Keychain(service: item.id.service).remove(item.id.name)
+        } catch {
+            throw Self.busError(error, for: item.id)
+        }
+        if index?.items.removeValue(forKey: item.id) != nil { try save() }
+    }
+
+    /// Writes the value to the kc item: a new item at the collection's level, an existing
+    /// one at its own. An empty value has no kernel key (the kernel refuses one).
+    private func store(_ value: [UInt8], for id: ItemID, accessibility: Accessibility?, isNew: Bool) throws(BusError) {
+        do {
+            var keychain = try Keychain(service: id.service)
+            if let accessibility { keychain = keychain.accessibility(accessibility) }
+            if value.isEmpty {
+                _ = try keychain.remove(id.name)
+            } else {
+                try keychain.set(value, forKey: id.name)
+            }
+        } catch {
+            throw Self.busError(error, for: id)
+        }
+    }
+
+    static func defaultLabel(_ id: ItemID) -> String {
+        "\(id.service.description): \(id.name.description)"
+    }
+
+    static func describe(_ id: ItemID) -> String {
+        "kc item '\(id.service.description)' '\(id.name.description)'"
+    }
+
+    /// Limits that keep the index (loaded whole, saved whole) small: a label of 4 KiB,
+    /// 256 attributes of 64 KiB in all.
+    static func checkSizes(attributes: [String: String], label: String, contentType: String) throws(BusError) {
+        guard label.utf8.count <= 4096 else { throw .limitsExceeded("the label is \(label.utf8.count) bytes; kc-secretd keeps at most 4096") }
+        guard contentType.utf8.count <= 255 else { throw .limitsExceeded("the content type is \(contentType.utf8.count) bytes; kc-secretd keeps at most 255") }
+        guard attributes.count <= 256 else { throw .limitsExceeded("\(attributes.count) attributes; kc-secretd keeps at most 256 per item") }
+        let size = attributes.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+        guard size <= 65536 else { throw .limitsExceeded("the attributes are \(size) bytes; kc-secretd keeps at most 65536 per item") }
+    }
+
+    static func busError(_ error: KeychainError, for id: ItemID) -> BusError {
+        switch error {
+        case .valueTooLarge, .quotaExceeded, .notEnoughQuota, .vaultFull:
+            return .limitsExceeded("\(describe(id)): \(error)")
+        case .vaultLocked, .vaultKeepsForLoginSessions:
+            return .isLocked("\(describe(id)): \(error)")
+        case .accessDenied:
+            return .accessDenied("\(describe(id)): \(error)")
+        default:
+            return .failed("\(describe(id)): \(error)")
+        }
+    }
+}

@@ -1,0 +1,83 @@
+@testable import KCSecretService
+import Keyrings
+import XCTest
+
+/// The pure parts of kc-secretd, in-process: the index's file format, object paths,
+/// and how attributes name a kc item.
+final class IndexAndNamingTests: XCTestCase {
+    private func sampleIndex() -> SecretIndex {
+        var index = SecretIndex()
+        index.collections["login"] = CollectionRecord(name: "login", label: "Login", created: 1, modified: 2, isCustom: false)
+        index.collections["work"] = CollectionRecord(name: "work", label: "Wörk ✓", created: 3, modified: 4, isCustom: true)
+        index.aliases["default"] = "login"
+        let odd = ItemID(service: KeyName(bytes: [0xff, 0x00, 0x41]), name: "ü")
+        index.items[odd] = ItemRecord(id: odd, collection: "work", attributes: ["a": "1", "xdg:schema": "x.y", "ключ": "значение"],
+                                      label: "", contentType: "data/null", created: 5, modified: 6, isEmptyValue: true)
+        let plain = ItemID(service: "com.example", name: "alice")
+        index.items[plain] = ItemRecord(id: plain, collection: "login", attributes: [:], label: "L", contentType: "text/plain",
+                                        created: UInt64.max, modified: 0, isEmptyValue: false)
+        return index
+    }
+
+    func testTheIndexReadsBackWhatItWrote() {
+        let index = sampleIndex()
+        XCTAssertEqual(SecretIndex(decoding: index.encoded()), index)
+        XCTAssertEqual(SecretIndex(decoding: SecretIndex().encoded()), SecretIndex())
+    }
+
+    func testADamagedIndexIsRefusedNotMisread() {
+        let bytes = sampleIndex().encoded()
+        // Every truncation, and anything after the end, is refused.
+        for length in 0..<bytes.count {
+            XCTAssertNil(SecretIndex(decoding: Array(bytes[..<length])), "cut at \(length)")
+        }
+        XCTAssertNil(SecretIndex(decoding: bytes + [0]))
+        // A count larger than the file cannot make it allocate or read past the end.
+        var huge = Array(SecretIndex.magic)
+        huge += [0xff, 0xff, 0xff, 0x7f]
+        XCTAssertNil(SecretIndex(decoding: huge))
+        XCTAssertNil(SecretIndex(decoding: Array("kc-secret-service-index 2\n".utf8) + bytes.dropFirst(SecretIndex.magic.count)))
+    }
+
+    func testObjectPathsNameEveryServiceAndItemByteExactly() {
+        let names: [[UInt8]] = [Array("com.example".utf8), Array("a_b__c".utf8), [0xff, 0x00, 0x5f, 0x5f], Array(0...255).map(UInt8.init),
+                                Array("_".utf8), Array("z".utf8)]
+        for service in names {
+            for item in names {
+                let id = ItemID(service: KeyName(bytes: service), name: KeyName(bytes: item))
+                let path = SecretPath.item(id, in: "login")
+                XCTAssertTrue(path.utf8.allSatisfy { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "_") || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) },
+                              "\(path) is not a valid object path")
+                XCTAssertEqual(SecretPath.parse(path), .item(collection: "login", alias: false, id))
+            }
+        }
+        XCTAssertEqual(SecretPath.parse("/org/freedesktop/secrets/aliases/default"), .collection(name: "default", alias: true))
+        XCTAssertNil(SecretPath.parse("/org/freedesktop/secrets/collection/login/nounderscore"))
+        XCTAssertNil(SecretPath.parse("/org/freedesktop/secrets/collection/login/a__b_zz"))
+        XCTAssertNil(SecretPath.parse("/org/freedesktop/secrets/collection/login/a__b/c"))
+        XCTAssertNil(SecretPath.parse("/org/freedesktop/secretsx"))
+    }
+
+    func testAttributesNameItemsAPersonRecognises() {
+        // python keyring, secret-tool with service/username
+        XCTAssertEqual(ItemNaming.proposed(attributes: ["service": "com.example", "username": "alice", "application": "Python keyring library"], label: "x"),
+                       ItemID(service: "com.example", name: "alice"))
+        // git-credential-libsecret (libsecret's network schema)
+        XCTAssertEqual(ItemNaming.proposed(attributes: ["xdg:schema": "org.gnome.keyring.NetworkPassword", "protocol": "https", "server": "git.example.com", "user": "bob"], label: "Git: https://git.example.com/"),
+                       ItemID(service: "https:git.example.com", name: "bob"))
+        XCTAssertEqual(ItemNaming.proposed(attributes: ["protocol": "https", "server": "h", "port": "8443", "object": "team/repo.git", "user": "ci/bot"], label: ""),
+                       ItemID(service: "https:h:8443%2Fteam%2Frepo.git", name: "ci%2Fbot"))
+        // Chromium: the schema and the label
+        XCTAssertEqual(ItemNaming.proposed(attributes: ["xdg:schema": "chrome_libsecret_password_schema", "origin_url": "https://a.example/"], label: "https://a.example/"),
+                       ItemID(service: "chrome_libsecret_password_schema", name: "https:%2F%2Fa.example%2F"))
+        // Nothing usable: fallbacks, never an invalid name
+        XCTAssertEqual(ItemNaming.proposed(attributes: [:], label: ""), ItemID(service: "secret-service", name: "secret"))
+        XCTAssertEqual(ItemNaming.proposed(attributes: ["service": ".", "username": ".."], label: ""), ItemID(service: "%2E", name: "%2E%2E"))
+        let long = String(repeating: "é", count: 200)
+        let named = ItemNaming.proposed(attributes: ["service": long, "username": "u"], label: "")
+        XCTAssertLessThanOrEqual(named.service.byteCount, 255)
+        XCTAssertNotNil(named.service.text, "cut inside a UTF-8 sequence")
+        XCTAssertEqual(ItemNaming.numbered("alice", 2), KeyName("alice (2)"))
+        XCTAssertLessThanOrEqual(ItemNaming.numbered(KeyName(String(repeating: "a", count: 255)), 12).byteCount, 255)
+    }
+}

@@ -219,7 +219,7 @@ final class SecretStore {
         guard Set(attributes.keys).isSubset(of: ["service", "username"]), collection.map({ !(index.collections[$0]?.isCustom ?? true) }) ?? true else {
             return found
         }
-        for (id, accessibility) in unindexedItems(service: attributes["service"], indexed: index) {
+        for (id, accessibility) in unindexedItems(service: attributes["service"], name: attributes["username"], indexed: index) {
             let home = accessibility?.level == .whenUnlocked ? Self.session : Self.login
             guard collection == nil || collection == home, Self.matches(Self.attributes(of: id), attributes) else { continue }
             found.append(Found(id: id, collection: home, record: nil, locked: lockedByClient.contains(home)))
@@ -231,8 +231,15 @@ final class SecretStore {
         wanted.allSatisfy { attributes[$0.key] == $0.value }
     }
 
-    /// kc items with UTF-8 names that the index has no record of.
-    private func unindexedItems(service: String?, indexed index: SecretIndex) -> [(ItemID, Accessibility?)] {
+    /// kc items with UTF-8 names that the index has no record of: of one service, or
+    /// one item (a lookup by both names costs one search, not a listing).
+    private func unindexedItems(service: String?, name: String?, indexed index: SecretIndex) -> [(ItemID, Accessibility?)] {
+        if let service, let name {
+            let id = ItemID(service: KeyName(service), name: KeyName(name))
+            guard index.items[id] == nil, let keychain = try? Keychain(service: id.service),
+                  let item = try? keychain.item(id.name) else { return [] }
+            return [(id, item.accessibility)]
+        }
         let services: [KeyName]
         if let service {
             services = [KeyName(service)]

@@ -4,11 +4,6 @@
 #define KC_CSDBUS_SHIM_H
 #include <systemd/sd-bus.h>
 
-/// An empty method reply (no out arguments).
-static inline int kc_bus_reply_empty(sd_bus_message *call) {
-    return sd_bus_reply_method_return(call, NULL);
-}
-
 /// A D-Bus error reply with a name and a message.
 static inline int kc_bus_reply_error(sd_bus_message *call, const char *name, const char *message) {
     sd_bus_error error = SD_BUS_ERROR_NULL;

@@ -53,7 +53,7 @@ struct MontgomeryModulus: Sendable {
         let total = constantLimbs + MontgomeryArithmetic.scratchLimbCount + freeLimbs
         // On the stack when small enough, so an exponentiation allocates nothing.
         return withUnsafeTemporaryAllocation(of: UInt64.self, capacity: total) { workspace in
-            defer { overwriteWithZeros(UnsafeMutableRawBufferPointer(workspace)) }
+            defer { zeroBytes(UnsafeMutableRawBufferPointer(workspace)) }
             // A temporary allocation of at least one element always has an address.
             workspace.initialize(repeating: 0)
             let base = workspace.baseAddress.unsafelyUnwrapped

@@ -30,7 +30,7 @@ final class PrivateExponent: @unchecked Sendable {
     }
 
     deinit {
-        overwriteWithZeros(UnsafeMutableRawBufferPointer(start: limbs, count: Self.limbCount * 8))
+        zeroBytes(UnsafeMutableRawBufferPointer(start: limbs, count: Self.limbCount * 8))
         limbs.deallocate()
     }
 

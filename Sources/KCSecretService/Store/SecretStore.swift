@@ -24,6 +24,9 @@ final class SecretStore {
     private(set) var lockedByClient: Set<String> = []
     /// Whether the index lives only in this process (no vault: nothing survives a reboot).
     private(set) var inMemoryOnly = false
+    /// The index file as last read or written (``Vault/documentStamp(_:)``): another
+    /// kc-secretd of the same user (on another session bus) may change it.
+    private var stamp: [Int]?
 
     init() {
         _ = loadIndex()
@@ -54,6 +57,7 @@ final class SecretStore {
                 }
                 index = Self.withBuiltins(decoded)
             }
+            stamp = vault.documentStamp(Self.documentName)
             return true
         } catch {
             Log.error("cannot read the index: \(error)")
@@ -73,21 +77,53 @@ final class SecretStore {
 
     static var now: UInt64 { UInt64(max(0, time(nil))) }
 
-    /// Saves the index to the vault (nothing to save to without one).
-    private func save() throws(BusError) {
-        guard let index else { return }
+    /// The index, read again if the file changed since this process last saw it.
+    private func loadedIndex() throws(BusError) -> SecretIndex {
+        guard loadIndex(), var current = index else { throw Self.vaultLocked }
+        if let vault = try? Vault.current(), let now = vault.documentStamp(Self.documentName), now != stamp,
+           case .contents(let bytes)? = try? vault.readDocument(Self.documentName), let fresh = SecretIndex(decoding: bytes) {
+            current = Self.withBuiltins(fresh)
+            index = current
+            stamp = now
+        }
+        return current
+    }
+
+    /// Changes the index and saves it: in the vault under its lock, applied to the file
+    /// as it is then (so another kc-secretd's changes are kept), or in memory without a
+    /// vault. Nothing changes if `body` throws or the save fails.
+    @discardableResult
+    private func change<R>(_ body: (inout SecretIndex) throws(BusError) -> R) throws(BusError) -> R {
+        var current = try loadedIndex()
+        let vault: Vault?
+        do { vault = try Vault.current() } catch { throw .failed("the vault cannot be used: \(error)") }
+        guard let vault else {
+            inMemoryOnly = true
+            let result = try body(&current)
+            index = current
+            return result
+        }
+        inMemoryOnly = false
+        var outcome: Result<R, BusError>? = nil
         do {
-            guard let vault = try Vault.current() else { inMemoryOnly = true; return }
-            inMemoryOnly = false
-            try vault.saveDocument(Self.documentName, index.encoded())
+            try vault.updateDocument(Self.documentName) { document throws(KeychainError) in
+                if case .contents(let bytes) = document, let fresh = SecretIndex(decoding: bytes) { current = Self.withBuiltins(fresh) }
+                do throws(BusError) {
+                    outcome = .success(try body(&current))
+                } catch {
+                    outcome = .failure(error)
+                    return nil
+                }
+                return current.encoded()
+            }
         } catch {
             throw .failed("the Secret Service's index could not be saved in the vault: \(error)")
         }
-    }
-
-    private func loadedIndex() throws(BusError) -> SecretIndex {
-        guard loadIndex(), let index else { throw Self.vaultLocked }
-        return index
+        guard let outcome else { throw .failed("the index was not changed") }
+        let result = try outcome.get()
+        index = current
+        stamp = vault.documentStamp(Self.documentName)
+        return result
     }
 
     static let vaultLocked = BusError.isLocked("the vault is locked: run 'kc unlock' (kc-secretd never prompts)")
@@ -109,15 +145,14 @@ final class SecretStore {
     }
 
     func setAlias(_ name: String, to collection: String?) throws(BusError) {
-        var index = try loadedIndex()
-        if let collection {
-            guard index.collections[collection] != nil else { throw .noSuchObject(collection) }
-            index.aliases[name] = collection
-        } else {
-            index.aliases[name] = nil
+        try change { (index: inout SecretIndex) throws(BusError) in
+            if let collection {
+                guard index.collections[collection] != nil else { throw .noSuchObject(collection) }
+                index.aliases[name] = collection
+            } else {
+                index.aliases[name] = nil
+            }
         }
-        self.index = index
-        try save()
     }
 
     func isLocked(collection name: String) -> Bool {
@@ -131,7 +166,10 @@ final class SecretStore {
     }
 
     func createCollection(label: String) throws(BusError) -> String {
-        var index = try loadedIndex()
+        try change { (index: inout SecretIndex) throws(BusError) in Self.addCollection(label: label, to: &index) }
+    }
+
+    private static func addCollection(label: String, to index: inout SecretIndex) -> String {
         var base = String(label.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }.map(Character.init)).lowercased()
         if base.isEmpty { base = "collection" }
         var name = base
@@ -139,18 +177,15 @@ final class SecretStore {
         while index.collections[name] != nil { name = base + String(n); n += 1 }
         let now = Self.now
         index.collections[name] = CollectionRecord(name: name, label: label, created: now, modified: now, isCustom: true)
-        self.index = index
-        try save()
         return name
     }
 
     func setCollectionLabel(_ name: String, _ label: String) throws(BusError) {
-        var index = try loadedIndex()
-        guard index.collections[name] != nil else { throw .noSuchObject(name) }
-        index.collections[name]?.label = label
-        index.collections[name]?.modified = Self.now
-        self.index = index
-        try save()
+        try change { (index: inout SecretIndex) throws(BusError) in
+            guard index.collections[name] != nil else { throw .noSuchObject(name) }
+            index.collections[name]?.label = label
+            index.collections[name]?.modified = Self.now
+        }
     }
 
     /// Deletes a collection and its items. `login` and `session` are kc's levels, not
@@ -161,10 +196,10 @@ final class SecretStore {
         guard record.isCustom else { throw .notSupported("the \(name) collection is one of kc's levels; delete its items instead") }
         let doomed = try items(in: name, matching: [:])
         for item in doomed { try delete(item) }
-        self.index?.collections[name] = nil
-        let aliases = self.index?.aliases.filter { $0.value != name } ?? [:]
-        self.index?.aliases = aliases
-        try save()
+        try change { (index: inout SecretIndex) throws(BusError) in
+            index.collections[name] = nil
+            index.aliases = index.aliases.filter { $0.value != name }
+        }
         return doomed
     }
 
@@ -212,8 +247,10 @@ final class SecretStore {
             }
         }
         if !stale.isEmpty {
-            for id in stale { self.index?.items[id] = nil }
-            try? save()
+            // Removed by another door (`kc rm`, the mount): its record goes too.
+            try? change { (index: inout SecretIndex) throws(BusError) in
+                for id in stale { index.items[id] = nil }
+            }
         }
         // Items kc-secretd did not make carry only `service` and `username`.
         guard Set(attributes.keys).isSubset(of: ["service", "username"]), collection.map({ !(index.collections[$0]?.isCustom ?? true) }) ?? true else {
@@ -339,11 +376,11 @@ final class SecretStore {
         let record = ItemRecord(id: id, collection: collection, attributes: attributes, label: label, contentType: contentType,
                                 created: now, modified: now, isEmptyValue: value.isEmpty)
         try store(value, for: id, accessibility: accessibility(ofCollection: collection), isNew: true)
-        index?.items[id] = record
         do {
-            try save()
+            try change { (index: inout SecretIndex) throws(BusError) in index.items[id] = record }
         } catch {
-            index?.items[id] = nil
+            // Without its record the item would be found by other attributes than the
+            // client gave: it is not kept half-made.
             _ = try? Keychain(service: id.service).remove(id.name)
             throw error
         }
@@ -363,8 +400,8 @@ final class SecretStore {
         record.isEmptyValue = value.isEmpty
         record.modified = Self.now
         if let label { record.label = label }
-        index?.items[item.id] = record
-        try save()
+        let changed = record
+        try change { (index: inout SecretIndex) throws(BusError) in index.items[item.id] = changed }
         var updated = item
         updated.record = record
         return updated
@@ -380,8 +417,8 @@ final class SecretStore {
         if let label { record.label = label }
         if let attributes { record.attributes = attributes }
         record.modified = Self.now
-        index?.items[item.id] = record
-        try save()
+        let changed = record
+        try change { (index: inout SecretIndex) throws(BusError) in index.items[item.id] = changed }
         var updated = item
         updated.record = record
         return updated
@@ -394,7 +431,9 @@ final class SecretStore {
         } catch {
             throw Self.busError(error, for: item.id)
         }
-        if index?.items.removeValue(forKey: item.id) != nil { try save() }
+        if index?.items[item.id] != nil {
+            try change { (index: inout SecretIndex) throws(BusError) in index.items[item.id] = nil }
+        }
     }
 
     /// Writes the value to the kc item: a new item at the collection's level, an existing

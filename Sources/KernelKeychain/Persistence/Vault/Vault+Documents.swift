@@ -1,4 +1,9 @@
 import Age
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// Files a program keeps in the vault beside the items, encrypted to the vault's key
 /// like them: kc-secretd's index of the Secret Service's attributes and labels
@@ -24,6 +29,24 @@ extension Vault {
         try directory.withLock { () throws(KeychainError) in
             try directory.commit(directory.stage(sealed, for: file), to: file)
         }
+    }
+
+    /// Changes the document `name` holding the vault's lock, so that two programs that
+    /// each keep a copy of it (two kc-secretd on two session buses of one user) do not
+    /// lose each other's changes: `body` gets the document as it is on disk now and
+    /// returns its new contents (nil: no change), which replace it atomically.
+    public func updateDocument(_ name: String, _ body: (Document) throws(KeychainError) -> [UInt8]?) throws(KeychainError) {
+        try directory.withLock { () throws(KeychainError) in
+            guard let bytes = try body(readDocument(name)) else { return }
+            try saveDocument(name, bytes)
+        }
+    }
+
+    /// Tells whether the document changed on disk since it was last seen: its inode,
+    /// size and change time (nil if there is none).
+    public func documentStamp(_ name: String) -> [Int]? {
+        guard let info = try? directory.status(of: documentFile(name)) else { return nil }
+        return [Int(info.st_ino), Int(info.st_size), Int(info.st_ctim.tv_sec), Int(info.st_ctim.tv_nsec)]
     }
 
     /// What ``readDocument(_:)`` found.

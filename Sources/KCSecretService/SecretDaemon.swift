@@ -93,14 +93,18 @@ public enum SecretDaemon {
         return "\(commandName(of: pid) ?? "a process") (pid \(pid))"
     }
 
+    /// The program's name: the last part of its first argument (`comm` is cut at 15
+    /// bytes: `gnome-keyring-d`).
     static func commandName(of pid: pid_t) -> String? {
-        let fd = open("/proc/\(pid)/comm", O_RDONLY | O_CLOEXEC)
+        let fd = open("/proc/\(pid)/cmdline", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 64)
+        var buffer = [UInt8](repeating: 0, count: 4096)
         let count = read(fd, &buffer, buffer.count)
         guard count > 0 else { return nil }
-        return String(decoding: buffer[..<count], as: UTF8.self).trimmingSuffix("\n")
+        let first = buffer[..<count].split(separator: 0, omittingEmptySubsequences: false).first ?? []
+        let name = first.split(separator: UInt8(ascii: "/")).last.map { String(decoding: $0, as: UTF8.self) }
+        return name?.isEmpty == false ? name : nil
     }
 
     /// What `kc-secretd status` and `kc doctor` say: who owns the Secret Service name on
@@ -127,11 +131,5 @@ public enum SecretDaemon {
         let called = kc_bus_call_empty(bus, busName, SecretPath.service, "org.freedesktop.DBus.Peer", "Ping", &error, &reply)
         guard called >= 0 else { return (2, "\(owner) owns \(busName) but does not answer: \(error.message.map { String(cString: $0) } ?? String(cString: strerror(-called)))") }
         return (0, "\(owner) owns \(busName) and answers")
-    }
-}
-
-extension String {
-    func trimmingSuffix(_ suffix: String) -> String {
-        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
     }
 }

@@ -283,6 +283,10 @@ extension SecretService {
         }
         guard !waiting.isEmpty else { return (done, SecretPath.none) }
         let prompt = nextPath(SecretPath.promptPrefix, "p")
+        // A client that never answers its prompts must not grow the daemon without bound.
+        if prompts.count >= 256, let oldest = prompts.keys.min(by: { $0.count != $1.count ? $0.count < $1.count : $0 < $1 }) {
+            prompts[oldest] = nil
+        }
         prompts[prompt] = "the vault is locked: run 'kc unlock' to open \(waiting.joined(separator: ", ")) (kc-secretd never prompts)"
         return (done, prompt)
     }

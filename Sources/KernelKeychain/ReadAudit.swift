@@ -37,7 +37,7 @@ public struct ItemRead: Sendable {
 
 /// The audit log's sink: the journal through its native protocol when
 /// /run/systemd/journal/socket exists, else syslog (facility authpriv, ident `kc`,
-/// through libc, which writes to /dev/log). A line that cannot be delivered is dropped:
+/// written to /dev/log as syslog(3) writes it, never waiting on a full socket). A line that cannot be delivered is dropped:
 /// auditing never makes a read fail.
 ///
 /// The line is `ACCESS service=S item=I pid=P uid=U exe=E via=V [kc_pid=K]`, where ACCESS
@@ -172,41 +172,20 @@ public enum ReadAudit {
         for (name, value) in fields {
             datagram += Array(name.utf8) + [UInt8(ascii: "=")] + Array(value.utf8) + [UInt8(ascii: "\n")]
         }
-        return sendDatagram(datagram, to: journalSocket)
+        return sendDatagram(datagram, to: journalSocket, waiting: false)
     }
 
-    private static let syslogConnection = SyslogConnection()
-
+    /// One syslog line to /dev/log, in the form syslog(3) writes (`<86>Nov 25 23:03:01
+    /// kc[PID]: line`: facility authpriv, severity info), sent without waiting: libc's
+    /// syslog blocks while the reader's socket buffer is full, and a stalled syslog
+    /// must not stop kc-secretd or the mount.
     private static func sendToSyslog(_ line: String) {
-        syslogConnection.send(line)
-    }
-}
-
-/// syslog(3) at authpriv.info with ident `kc` and the logger's pid. libc connects to
-/// /dev/log on first use and drops the line if nothing listens there. openlog's ident
-/// and connection are process-wide, so one lock guards them (a pthread mutex, as the
-/// mount's `Locked` uses, so ThreadSanitizer sees it).
-private final class SyslogConnection: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var opened = false
-    /// openlog keeps the pointer it is given, so the ident lives as long as the process.
-    private let ident: UnsafeMutablePointer<CChar>? = strdup("kc")
-
-    init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    func send(_ line: String) {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        if !opened {
-            openlog(ident, LOG_PID, LOG_AUTHPRIV)
-            opened = true
-        }
-        line.withCString { text in
-            withVaList([text]) { vsyslog(LOG_INFO, "%s", $0) }
-        }
+        var now = time(nil)
+        var parts = tm()
+        localtime_r(&now, &parts)
+        var stamp = [CChar](repeating: 0, count: 32)
+        let length = strftime(&stamp, stamp.count, "%b %e %H:%M:%S", &parts)
+        let time = String(decoding: stamp[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        _ = sendDatagram(Array("<86>\(time) kc[\(getpid())]: \(line)".utf8), to: "/dev/log", waiting: false)
     }
 }

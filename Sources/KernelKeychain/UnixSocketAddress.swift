@@ -6,14 +6,16 @@ import Musl
 
 /// Sends one datagram on a new AF_UNIX socket to `address`: a path, or an abstract
 /// name written with a leading `@` (as systemd writes `$NOTIFY_SOCKET`). False if the
-/// address is too long or the send fails.
-package func sendDatagram(_ bytes: [UInt8], to address: String) -> Bool {
+/// address is too long or the send fails. `waiting: false` never blocks: a reader
+/// that stopped reading (a full socket buffer) loses the datagram instead of stopping
+/// the sender (a daemon's audit line must not hang the daemon).
+package func sendDatagram(_ bytes: [UInt8], to address: String, waiting: Bool = true) -> Bool {
     guard var socketAddress = UnixSocketAddress(address) else { return false }
     let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { return false }
     defer { close(fd) }
     let sent = socketAddress.withSockaddr { address, length in
-        bytes.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), address, length) }
+        bytes.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | (waiting ? 0 : Int32(MSG_DONTWAIT)), address, length) }
     }
     return sent == bytes.count
 }

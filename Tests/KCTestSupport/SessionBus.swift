@@ -57,11 +57,33 @@ public final class SessionBus {
             try "[D-BUS Service]\nName=org.freedesktop.secrets\nExec=\(exec)\n"
                 .write(toFile: directory + "/services/org.freedesktop.secrets.service", atomically: true, encoding: .utf8)
         }
-        let started = try runCommand("/usr/bin/dbus-daemon", ["--config-file=\(directory)/bus.conf", "--fork", "--print-address=1", "--print-pid=1"],
-                                     environment: environment)
-        let lines = started.output.split(separator: "\n").map(String.init)
-        guard started.status == 0, lines.count >= 2, let pid = pid_t(lines[1]) else {
-            throw XCTSkip("dbus-daemon did not start: \(started)")
+        // dbus-daemon stays this process's child (--nofork), so stop() reaps it: a
+        // daemon that forks leaves a zombie Foundation's Process waits on for ever.
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw XCTSkip("no pipe: \(String(cString: strerror(errno)))") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
+        posix_spawn_file_actions_addclose(&actions, ends[0])
+        let arguments = ["/usr/bin/dbus-daemon", "--config-file=\(directory)/bus.conf", "--nofork", "--print-address=1"]
+        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { (text: String) in strdup(text) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let envp: [UnsafeMutablePointer<CChar>?] = environment.map { (pair: (key: String, value: String)) in strdup("\(pair.key)=\(pair.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/usr/bin/dbus-daemon", &actions, nil, argv, envp)
+        close(ends[1])
+        defer { close(ends[0]) }
+        guard spawned == 0 else { throw XCTSkip("dbus-daemon did not start: \(String(cString: strerror(spawned)))") }
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(ends[0], &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
+        let lines = [String(decoding: line, as: UTF8.self), String(pid)]
+        guard !lines[0].isEmpty else {
+            kill(pid, SIGKILL)
+            _ = waitpid(pid, nil, 0)
+            throw XCTSkip("dbus-daemon did not start (no address printed)")
         }
         address = lines[0]
         daemonPID = pid
@@ -109,7 +131,16 @@ public final class SessionBus {
         stopped = true
         let service = owner()
         kill(daemonPID, SIGTERM)
-        for pid in [daemonPID] + (service.map { [$0] } ?? []) {
+        var status: Int32 = 0
+        for _ in 0..<500 {
+            if waitpid(daemonPID, &status, WNOHANG) != 0 { break }
+            usleep(10_000)
+        }
+        if waitpid(daemonPID, &status, WNOHANG) == 0 {
+            kill(daemonPID, SIGKILL)
+            _ = waitpid(daemonPID, &status, 0)
+        }
+        for pid in (service.map { [$0] } ?? []) {
             var waited = 0
             while Self.isRunning(pid), waited < 500 {
                 usleep(10_000)

@@ -29,10 +29,13 @@ extension Keychain {
     }
 
     /// What the kernel knows of one item (level, serial, size, deadline), or nil.
-    public func item(_ key: some KeyNameConvertible) throws(KeychainError) -> KeychainItem? {
+    /// `withDeadline: false` leaves ``KeychainItem/deadline`` nil and skips reading
+    /// /proc/keys, which costs more than the rest together (the kernel checks every key
+    /// it lists): for a caller that wants the level or the size of many items.
+    public func item(_ key: some KeyNameConvertible, withDeadline: Bool = true) throws(KeychainError) -> KeychainItem? {
         let key = key.keyName
         try validateName(key, as: .item)
-        return try resolve(forWriting: false).item(key)
+        return try resolve(forWriting: false).item(key, withDeadline: withDeadline)
     }
 
     /// When the item expires (exactly, if kc set its timeout), or nil for no expiry or

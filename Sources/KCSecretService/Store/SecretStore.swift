@@ -27,6 +27,20 @@ final class SecretStore {
     /// The index file as last read or written (``Vault/documentStamp(_:)``): another
     /// kc-secretd of the same user (on another session bus) may change it.
     private var stamp: [Int]?
+    /// The vault, resolved once it is found (its path is fixed for the process); while
+    /// there is none, looked for again at most every two seconds, so `kc vault init`
+    /// is seen without a check of the folders above it on every call.
+    private var foundVault: Vault?
+    private var vaultLookedFor: time_t = 0
+
+    private func vault() throws(KeychainError) -> Vault? {
+        if let foundVault { return foundVault }
+        let now = time(nil)
+        guard now - vaultLookedFor >= 2 || vaultLookedFor == 0 else { return nil }
+        vaultLookedFor = now
+        foundVault = try Vault.current()
+        return foundVault
+    }
 
     init() {
         _ = loadIndex()
@@ -39,7 +53,7 @@ final class SecretStore {
     func loadIndex() -> Bool {
         if index != nil { return true }
         do {
-            guard let vault = try Vault.current() else {
+            guard let vault = try vault() else {
                 inMemoryOnly = true
                 index = Self.withBuiltins(SecretIndex())
                 return true
@@ -80,7 +94,7 @@ final class SecretStore {
     /// The index, read again if the file changed since this process last saw it.
     private func loadedIndex() throws(BusError) -> SecretIndex {
         guard loadIndex(), var current = index else { throw Self.vaultLocked }
-        if let vault = try? Vault.current(), let now = vault.documentStamp(Self.documentName), now != stamp,
+        if let vault = try? vault(), let now = vault.documentStamp(Self.documentName), now != stamp,
            case .contents(let bytes)? = try? vault.readDocument(Self.documentName), let fresh = SecretIndex(decoding: bytes) {
             current = Self.withBuiltins(fresh)
             index = current
@@ -96,7 +110,7 @@ final class SecretStore {
     private func change<R>(_ body: (inout SecretIndex) throws(BusError) -> R) throws(BusError) -> R {
         var current = try loadedIndex()
         let vault: Vault?
-        do { vault = try Vault.current() } catch { throw .failed("the vault cannot be used: \(error)") }
+        do { vault = try self.vault() } catch { throw .failed("the vault cannot be used: \(error)") }
         guard let vault else {
             inMemoryOnly = true
             let result = try body(&current)
@@ -274,7 +288,7 @@ final class SecretStore {
         if let service, let name {
             let id = ItemID(service: KeyName(service), name: KeyName(name))
             guard index.items[id] == nil, let keychain = try? Keychain(service: id.service),
-                  let item = try? keychain.item(id.name) else { return [] }
+                  let item = try? keychain.item(id.name, withDeadline: false) else { return [] }
             return [(id, item.accessibility)]
         }
         let services: [KeyName]
@@ -300,7 +314,7 @@ final class SecretStore {
     /// locked (then locked), or empty (the index holds it).
     private func presence(of id: ItemID, emptyValue: Bool) -> Presence {
         guard let keychain = try? Keychain(service: id.service) else { return .gone }
-        if let item = try? keychain.item(id.name), item.size >= 0 { return .present(locked: false) }
+        if let item = try? keychain.item(id.name, withDeadline: false), item.size >= 0 { return .present(locked: false) }
         if emptyValue { return .present(locked: false) }
         do {
             let there = try keychain.withBytes(forKey: id.name) { _ in true }
@@ -317,15 +331,15 @@ final class SecretStore {
     func item(_ id: ItemID, in collection: String) throws(BusError) -> Found? {
         let index = try loadedIndex()
         if let record = index.items[id] {
+            // No kernel call here: the method that follows finds out (a GetSecret of an
+            // item removed by `kc rm` answers NoSuchObject, of one the locked vault
+            // holds IsLocked), and a lookup pays for one probe, not two.
             let home = index.collections[record.collection] == nil ? Self.login : record.collection
             guard home == collection else { return nil }
-            switch presence(of: id, emptyValue: record.isEmptyValue) {
-            case .gone: return nil
-            case .present(let locked): return Found(id: id, collection: home, record: record, locked: locked || lockedByClient.contains(home))
-            }
+            return Found(id: id, collection: home, record: record, locked: lockedByClient.contains(home))
         }
         guard id.service.text != nil, id.name.text != nil, let keychain = try? Keychain(service: id.service),
-              let item = try? keychain.item(id.name) else { return nil }
+              let item = try? keychain.item(id.name, withDeadline: false) else { return nil }
         let home = item.accessibility?.level == .whenUnlocked ? Self.session : Self.login
         guard home == collection else { return nil }
         return Found(id: id, collection: home, record: nil, locked: lockedByClient.contains(home))

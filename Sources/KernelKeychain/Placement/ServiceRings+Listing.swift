@@ -43,7 +43,7 @@ extension ServiceRings {
     }
 
     /// What the kernel knows of one item, or nil.
-    func item(_ key: KeyName) throws(KeychainError) -> KeychainItem? {
+    func item(_ key: KeyName, withDeadline: Bool = true) throws(KeychainError) -> KeychainItem? {
         for ring in try listedRings() {
             guard let serial = try Placement.search(ring: ring.serial, for: key) else { continue }
             do throws(KeyctlError) {
@@ -51,7 +51,7 @@ extension ServiceRings {
                 else { continue }
                 let owner = (try? serial.describe().uid) ?? ring.owner
                 return KeychainItem(service: ring.service, name: key, accessibility: ring.accessibility,
-                                    serial: serial, size: size, deadline: DeadlineRecords.deadline(of: serial),
+                                    serial: serial, size: size, deadline: withDeadline ? DeadlineRecords.deadline(of: serial) : nil,
                                     owner: owner, sharing: ring.sharing)
             } catch {
                 throw KeychainError(error)

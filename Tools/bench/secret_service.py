@@ -192,6 +192,8 @@ try:
             sys.exit("secret_service: secret-tool lookup does not read back what it stored")
     if run([KC, "get", SERVICE, USERNAME], kc_env) != VALUE:
         sys.exit("secret_service: kc get does not read what secret-tool stored through kc-secretd")
+    time.sleep(1)
+    at_start = memory(secretd.pid), memory(gnome.pid)
 
     say(f"{ROUNDS} three-call lookups (DH) on each, alternately")
     samples = client("lookup", "dh", str(ROUNDS + WARMUP), kc_address, gk_address, SERVICE, USERNAME, VALUE)
@@ -233,15 +235,23 @@ try:
     row("`secret-tool lookup service S username U` (whole process)", ours, theirs)
     rows.append(("`kc get S U` (whole process, for scale; no D-Bus)", statistics.median(kc_get), None, None, "ms"))
 
-    kc_memory, gk_memory = memory(secretd.pid), memory(gnome.pid)
-    for key, what in (("VmRSS", "idle memory after the runs: VmRSS"), ("Pss", "idle memory after the runs: Pss (smaps_rollup)"),
-                      ("VmHWM", "peak RSS of the daemon over the runs (VmHWM)")):
-        rows.append((what, kc_memory[key], gk_memory[key], gk_memory[key] / kc_memory[key], "KiB"))
+    time.sleep(1)
+    after = memory(secretd.pid), memory(gnome.pid)
+    for (ours, theirs), when in ((at_start, "before the runs (one item stored)"), (after, "after the runs")):
+        for key, what in (("VmRSS", "VmRSS"), ("Pss", "Pss (smaps_rollup)")):
+            rows.append((f"idle memory {when}: {what}", ours[key], theirs[key], theirs[key] / ours[key], "KiB"))
+    rows.append(("peak RSS over the runs (VmHWM)", after[0]["VmHWM"], after[1]["VmHWM"],
+                 after[1]["VmHWM"] / after[0]["VmHWM"], "KiB"))
 finally:
     for env in stored:
         subprocess.run([SECRET_TOOL, "clear", "service", SERVICE, "username", USERNAME], env=env, capture_output=True)
     if kc_env:
         subprocess.run([KC, "rm", SERVICE, USERNAME], env=kc_env, capture_output=True)  # if the clear did not
+        # The item's service keyring stays behind, empty, in the user keyring (the session
+        # keyring is this run's own and goes with it).
+        ring = subprocess.run(["keyctl", "search", "@u", "keyring", f"kc:{SERVICE}"], capture_output=True)
+        if ring.returncode == 0:
+            subprocess.run(["keyctl", "unlink", ring.stdout.decode().strip(), "@u"], capture_output=True)
         subprocess.run([KC, "lock"], env=kc_env, capture_output=True)  # the vault's key leaves the kernel
     for what, child in reversed(children):
         if child.poll() is None:

@@ -29,7 +29,7 @@ public final class SessionBus {
     /// `serviceExec` is what activation runs (default: the built kc-secretd); nil offers
     /// no Secret Service, for a test that starts another provider itself.
     public init(environment: [String: String] = ProcessInfo.processInfo.environment,
-                serviceExec: String? = builtSecretd, arguments: [String] = []) throws {
+                serviceExec: String? = builtSecretd, arguments: [String] = [], allowEveryUser: Bool = false) throws {
         try Self.requireDaemon()
         Self.counter += 1
         directory = "/tmp/kc-test-bus-\(getpid())-\(Self.counter)"
@@ -45,6 +45,7 @@ public final class SessionBus {
           <auth>EXTERNAL</auth>
           <servicedir>\(directory)/services</servicedir>
           <policy context="default">
+            \(allowEveryUser ? "<allow user=\"*\"/>" : "")
             <allow send_destination="*" eavesdrop="true"/>
             <allow eavesdrop="true"/>
             <allow own="*"/>

@@ -91,9 +91,23 @@ final class SecretStore {
 
     static var now: UInt64 { UInt64(max(0, time(nil))) }
 
-    /// The index, read again if the file changed since this process last saw it.
+    /// When the index file was last looked at (CLOCK_MONOTONIC, in milliseconds).
+    private var stampCheckedAt: Int64 = 0
+
+    private static var monotonicMilliseconds: Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    /// The index, read again if the file changed since this process last saw it: looked
+    /// at no more than every half second (another kc-secretd's new items show within
+    /// that; every change is made to the file as it is on disk, so none is lost).
     private func loadedIndex() throws(BusError) -> SecretIndex {
         guard loadIndex(), var current = index else { throw Self.vaultLocked }
+        let now = Self.monotonicMilliseconds
+        guard now - stampCheckedAt >= 500 else { return current }
+        stampCheckedAt = now
         if let vault = try? vault(), let now = vault.documentStamp(Self.documentName), now != stamp,
            case .contents(let bytes)? = try? vault.readDocument(Self.documentName), let fresh = SecretIndex(decoding: bytes) {
             current = Self.withBuiltins(fresh)

@@ -110,6 +110,7 @@ let package = Package(
         .target(
             name: "KCSecretService",
             dependencies: [
+                "Age",
                 "KernelKeychain",
                 "Keyrings",
                 "CSDBus",

@@ -13,7 +13,7 @@ import Darwin
 
 /// Overwrites `bytes` with zeros through a call the optimiser may not drop (a plain
 /// store to memory that is about to be freed can be removed as dead).
-func overwriteWithZeros(_ bytes: UnsafeMutableRawBufferPointer) {
+public func overwriteWithZeros(_ bytes: UnsafeMutableRawBufferPointer) {
     guard let base = bytes.baseAddress, bytes.count > 0 else { return }
     #if canImport(Darwin)
     _ = memset_s(base, bytes.count, 0, bytes.count)

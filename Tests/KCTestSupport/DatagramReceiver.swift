@@ -1,4 +1,5 @@
 import Foundation
+import XCTest
 import KernelKeychain
 
 #if canImport(Glibc)
@@ -68,4 +69,19 @@ public final class DatagramReceiver {
     }
 
     deinit { close() }
+}
+
+extension DatagramReceiver {
+    /// Listens on /dev/log as syslog does, for a test that checks what kc logs there:
+    /// XCTSkip (never a failure) where that needs root, a journal listens instead, or
+    /// /dev/log exists already (another listener's). Close it when done.
+    public static func listenAsSyslog() throws -> DatagramReceiver {
+        guard getuid() == 0 else { throw XCTSkip("binding /dev/log needs root") }
+        guard !FileManager.default.fileExists(atPath: ReadAudit.journalSocket) else {
+            throw XCTSkip("a journal listens here (\(ReadAudit.journalSocket)); kc logs there, not to /dev/log")
+        }
+        var info = stat()
+        guard lstat("/dev/log", &info) != 0 else { throw XCTSkip("/dev/log already exists and is not this test's") }
+        return try DatagramReceiver(address: "/dev/log")
+    }
 }

@@ -3,23 +3,11 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Age
 
-/// Overwrites `bytes` with zeros through a call the optimiser may not drop (a plain
-/// store to memory that is about to be freed can be removed as dead).
+/// Zeroing through Age's `overwriteWithZeros(_:)`, a call the optimiser may not drop.
 func zeroBytes(_ bytes: UnsafeMutableRawBufferPointer) {
-    guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-    #if canImport(Darwin)
-    _ = memset_s(base, bytes.count, 0, bytes.count)
-    #else
-    explicit_bzero(base, bytes.count)
-    #endif
+    overwriteWithZeros(bytes)
 }
 
 extension Array where Element: FixedWidthInteger {

@@ -1,0 +1,119 @@
+import Foundation
+import KCTestSupport
+import XCTest
+
+/// python SecretStorage as programs use it (`dbus_init`, the default collection,
+/// `create_item`, `get_secret`, searches), over both transports: its own `open_session`
+/// (DH, what it always picks first) and a `plain` session handed to its objects.
+final class SecretStorageTests: KeyringTestCase {
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        try SecretServiceClients.requirePython()
+    }
+
+    /// Stores, reads, searches and deletes with SecretStorage's objects; `session` is the
+    /// python expression of the session they use (None: SecretStorage opens its own).
+    private func roundTrip(session: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let bus = try startSecretServiceBus()
+        let service = uniqueService()
+        let out = try bus.python("""
+            import secretstorage
+            c = Client()
+            session = \(session)
+            collection = secretstorage.Collection(c.conn, DEFAULT, session=session)
+            attributes = {'service': sys.argv[1], 'username': 'alice', 'application': 'kc-tests'}
+            item = collection.create_item('SecretStorage item', attributes, b'ss-s3cret \\xc3\\xa9', replace=True)
+            value = item.get_secret()
+            encrypted = item.session.encrypted
+            found = [i.get_label() for i in secretstorage.search_items(c.conn, {'service': sys.argv[1]})]
+            in_collection = [i.item_path for i in collection.search_items({'username': 'alice', 'service': sys.argv[1]})]
+            attributes_back = item.get_attributes()
+            content_type = item.get_secret_content_type()
+            item.set_secret(b'changed')
+            changed = item.get_secret()
+            item.delete()
+            after = list(secretstorage.search_items(c.conn, {'service': sys.argv[1]}))
+            emit(value=text(value), encrypted=encrypted, found=found, path=item.item_path, in_collection=in_collection,
+                 attributes=attributes_back, content_type=content_type, changed=text(changed), after=len(after))
+            """, arguments: [service], file: file, line: line)
+        XCTAssertEqual(out["value"], "ss-s3cret é", "\(out)", file: file, line: line)
+        XCTAssertEqual(out["found"], ["SecretStorage item"], file: file, line: line)
+        XCTAssertEqual(out["in_collection"]?.strings, out["path"].map { [$0.string ?? ""] }, file: file, line: line)
+        XCTAssertEqual(out["attributes"], .object(["service": .string(service), "username": "alice", "application": "kc-tests"]), file: file, line: line)
+        XCTAssertEqual(out["content_type"], "text/plain", file: file, line: line)
+        XCTAssertEqual(out["changed"], "changed", file: file, line: line)
+        XCTAssertEqual(out["after"], 0, "deleted: \(out)", file: file, line: line)
+        XCTAssertEqual(try bus.kc("get", service, "alice").status, 1, "the kc item went with it", file: file, line: line)
+        XCTAssertEqual(out["encrypted"], .bool(session == "None"), "the transport used", file: file, line: line)
+    }
+
+    func testPlainSessionRoundTrip() throws {
+        try roundTrip(session: "c.open('plain')")
+    }
+
+    func testDHSessionRoundTripAsSecretStorageOpensIt() throws {
+        try roundTrip(session: "None")
+    }
+
+    func testTheLibraryEntryPointsStoreTheKCItem() throws {
+        let bus = try startSecretServiceBus()
+        let service = uniqueService()
+        let out = try bus.python("""
+            import secretstorage
+            connection = secretstorage.dbus_init()
+            collection = secretstorage.get_default_collection(connection)
+            item = collection.create_item('token', {'service': sys.argv[1], 'username': 'api'}, b'from-dbus-init')
+            emit(default=collection.collection_path, locked=collection.is_locked(), label=collection.get_label(),
+                 value=text(item.get_secret()), any=secretstorage.check_service_availability(connection))
+            """, arguments: [service])
+        XCTAssertEqual(out["value"], "from-dbus-init", "\(out)")
+        XCTAssertEqual(out["default"], "/org/freedesktop/secrets/aliases/default")
+        XCTAssertEqual(out["locked"], false)
+        XCTAssertEqual(out["any"], true)
+        XCTAssertEqual(try bus.kc("get", service, "api").output, "from-dbus-init")
+    }
+
+    /// A DH key agreement wrong for some keys (the padding of the shared secret, the KDF)
+    /// fails only for some sessions: many sessions, each with its own keys, and values
+    /// of every length around the AES block.
+    func testManyDHSessionsAllAgreeWithTheDaemon() throws {
+        let bus = try startSecretServiceBus()
+        let service = uniqueService()
+        let out = try bus.python("""
+            c = Client()
+            item = None
+            wrong = []
+            for n in range(60):
+                session = c.open('dh')
+                value = os.urandom(n % 40 + 1)
+                item = c.create(session, {'service': sys.argv[1], 'username': 'dh'}, value)
+                back, _ = c.secret(session, item)
+                if back != value:
+                    wrong.append(n)
+                c.call(session.object_path, 'org.freedesktop.Secret.Session', 'Close')
+            # What crosses the bus is not the secret: a 16-byte IV and whole AES blocks.
+            session = c.open('dh')
+            c.create(session, {'service': sys.argv[1], 'username': 'dh'}, b'visible?')
+            (path, iv, sealed, ctype), = c.call(item, ITEM, 'GetSecret', 'o', session.object_path)
+            emit(wrong=wrong, iv=len(iv), sealed=len(sealed), clear=b'visible?' in bytes(sealed))
+            """, arguments: [service])
+        XCTAssertEqual(out["wrong"], [], "sessions whose secret came back wrong: \(out)")
+        XCTAssertEqual(out["iv"], 16)
+        XCTAssertEqual(out["sealed"], 16)
+        XCTAssertEqual(out["clear"], false)
+        XCTAssertEqual(try bus.kc("get", service, "dh").output, "visible?")
+    }
+
+    func testAClosedSessionIsRefused() throws {
+        let bus = try startSecretServiceBus()
+        let service = uniqueService()
+        let out = try bus.python("""
+            c = Client()
+            session = c.open('dh')
+            item = c.create(session, {'service': sys.argv[1], 'username': 'closed'}, b'x')
+            c.call(session.object_path, 'org.freedesktop.Secret.Session', 'Close')
+            emit(after=c.attempt(item, ITEM, 'GetSecret', 'o', session.object_path))
+            """, arguments: [service])
+        XCTAssertEqual(out["after"]?["error"], "org.freedesktop.Secret.Error.NoSession", "\(out)")
+    }
+}

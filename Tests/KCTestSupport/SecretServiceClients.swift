@@ -205,7 +205,7 @@ public enum SecretServiceClients {
                 match = MatchRule(type='signal', **rule)
                 self.call('/org/freedesktop/DBus', 'org.freedesktop.DBus', 'AddMatch', 's', match.serialise(),
                           destination='org.freedesktop.DBus')
-                return self.conn.filter(match)
+                return self.conn.filter(match, bufsize=1000)
 
 
         def decrypt(session, parameters, value):

@@ -357,3 +357,65 @@ public enum JSONValue: Decodable, Equatable, CustomStringConvertible, Expressibl
         }
     }
 }
+
+extension SecretServiceClients {
+    /// Runs python `script` (after `from sstest import *`) as the unprivileged test user
+    /// (``UnprivilegedUser``), in a fresh session keyring, on a session bus of that user's
+    /// own (`dbus-run-session`) that starts a copy of kc-secretd the user may run, with no
+    /// vault. Returns what the script's last `emit(...)` printed; fails the test if python
+    /// fails. XCTSkip unless the suite runs as root.
+    public static func pythonAsTestUser(_ script: String, file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {
+        guard UnprivilegedUser.available else { throw XCTSkip("needs root, to run the daemon and its clients as the test user \(UnprivilegedUser.name)") }
+        try SessionBus.requireDaemon()
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-run-session") else {
+            throw XCTSkip("no /usr/bin/dbus-run-session (Debian's dbus-daemon package)")
+        }
+        let directory = folder + "/test-user-bus"
+        let daemon = directory + "/kc-secretd"
+        if !FileManager.default.fileExists(atPath: daemon) {
+            try FileManager.default.createDirectory(atPath: directory + "/services", withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o755])
+            try FileManager.default.copyItem(atPath: builtSecretd, toPath: daemon)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: daemon)
+            try """
+                <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+                 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+                <busconfig>
+                  <type>session</type>
+                  <listen>unix:tmpdir=/tmp</listen>
+                  <auth>EXTERNAL</auth>
+                  <servicedir>\(directory)/services</servicedir>
+                  <policy context="default">
+                    <allow send_destination="*" eavesdrop="true"/>
+                    <allow eavesdrop="true"/>
+                    <allow own="*"/>
+                  </policy>
+                </busconfig>
+                """.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
+            try "[D-BUS Service]\nName=org.freedesktop.secrets\nExec=\(daemon)\n"
+                .write(toFile: directory + "/services/org.freedesktop.secrets.service", atomically: true, encoding: .utf8)
+        }
+        let scriptFile = directory + "/script-\(UUID().uuidString).py"
+        let prelude = "import sys\nsys.path.insert(0, \(pythonPath.debugDescription))\nfrom sstest import *\n"
+        try (prelude + script).write(toFile: scriptFile, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: scriptFile)
+        defer { try? FileManager.default.removeItem(atPath: scriptFile) }
+        for file in [directory + "/bus.conf", directory + "/services/org.freedesktop.secrets.service"] {
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file)
+        }
+        let result = try UnprivilegedUser.run("""
+            XDG_DATA_HOME=\(VaultTestCase.noVaultDataHome); export XDG_DATA_HOME; unset DBUS_SESSION_BUS_ADDRESS PYTHON_KEYRING_BACKEND
+            exec /usr/bin/timeout -k 5 \(callLimit * 2) /usr/bin/dbus-run-session --config-file=\(directory)/bus.conf -- \(python) \(scriptFile)
+            """)
+        guard result.status == 0 else {
+            XCTFail("python client as \(UnprivilegedUser.name) failed (exit \(result.status)): \(result.standardError)", file: file, line: line)
+            return .object([:])
+        }
+        guard let last = result.output.split(separator: "\n").last,
+              let value = try? JSONDecoder().decode(JSONValue.self, from: Data(last.utf8)) else {
+            XCTFail("python client as \(UnprivilegedUser.name) printed no JSON: \(result)", file: file, line: line)
+            return .object([:])
+        }
+        return value
+    }
+}

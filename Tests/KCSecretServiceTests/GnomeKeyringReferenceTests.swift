@@ -214,6 +214,15 @@ final class GnomeKeyringReferenceTests: KeyringTestCase {
             outcome = c.attempt(item, ITEM, 'GetSecret', 'o', ROOT + '/session/garbage')
             return 'error' in outcome or outcome
 
+        @check('another client cannot close my session')
+        def _():
+            other = Client()
+            session = c.open('plain')
+            item = c.create(session, {'service': S, 'username': 'session-owner'}, b'v')
+            closed = other.attempt(session.object_path, 'org.freedesktop.Secret.Session', 'Close')
+            after = c.attempt(item, ITEM, 'GetSecret', 'o', session.object_path)
+            return ('error' in closed and 'reply' in after) or (closed, after)
+
         @check('CreateCollection without a prompt')
         def _():
             path, prompt = c.call(ROOT, SERVICE, 'CreateCollection', 'a{sv}s', {COLLECTION + '.Label': ('s', 'Reference ' + S)}, '')

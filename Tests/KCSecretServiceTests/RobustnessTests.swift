@@ -205,6 +205,23 @@ final class RobustnessTests: KeyringTestCase {
         try assertStillServes(pid)
     }
 
+    /// A session is its client's: another connection can neither use it nor close it
+    /// (secretd-bugs.md B2; gnome-keyring answers AccessDenied).
+    func testAnotherClientCannotCloseMySession() throws {
+        let service = uniqueService()
+        let out = try bus.python("""
+            mine, other = Client(), Client()
+            s = mine.open('dh')
+            item = mine.create(s, {'service': sys.argv[1], 'username': 'owner'}, b'still mine')
+            emit(use=other.attempt(item, ITEM, 'GetSecret', 'o', s.object_path),
+                 close=other.attempt(s.object_path, 'org.freedesktop.Secret.Session', 'Close'),
+                 after=text(mine.secret(s, item)[0]) if 'error' not in mine.attempt(item, ITEM, 'GetSecret', 'o', s.object_path) else 'session gone')
+            """, arguments: [service])
+        XCTAssertEqual(out["use"]?["error"], "org.freedesktop.Secret.Error.NoSession", "\(out)")
+        XCTAssertNotNil(out["close"]?["error"], "closing another client's session is refused: \(out)")
+        XCTAssertEqual(out["after"], "still mine", "the owner's session still works: \(out)")
+    }
+
     func testTwentyFourConcurrentClientsAllStoreAndReadTheirOwnItems() throws {
         try SecretServiceClients.requireSecretTool()
         let pid = try daemonPID()

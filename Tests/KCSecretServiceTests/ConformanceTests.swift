@@ -287,6 +287,26 @@ final class ConformanceTests: KeyringTestCase {
         XCTAssertTrue(listing.contains("in-session\twhen-unlocked\t"), listing)
     }
 
+    /// libsecret's `SECRET_COLLECTION_SESSION` is the alias `session`
+    /// (`/org/freedesktop/secrets/aliases/session`), as gnome-keyring serves it
+    /// (secretd-bugs.md B3).
+    func testTheSessionAliasNamesTheSessionCollectionAsLibsecretExpects() throws {
+        let service = uniqueService()
+        let out = try bus.python("""
+            c = Client()
+            emit(alias=c.call(ROOT, SERVICE, 'ReadAlias', 's', 'session')[0],
+                 label=c.attempt(ROOT + '/aliases/session', PROPERTIES, 'Get', 'ss', COLLECTION, 'Label'))
+            """)
+        XCTAssertEqual(out["alias"], "/org/freedesktop/secrets/collection/session", "\(out)")
+        XCTAssertEqual(out["label"]?["reply"], [["s", "Session"]], "\(out)")
+        if FileManager.default.isExecutableFile(atPath: SecretServiceClients.secretTool) {
+            let stored = try bus.secretTool("store", "--collection=session", "--label", "session item", "service", service, "username", "s", input: "in session")
+            XCTAssertEqual(stored.status, 0, "\(stored)")
+            XCTAssertEqual(try bus.secretTool("lookup", "service", service, "username", "s").output, "in session")
+            XCTAssertTrue(try bus.kc("ls", "--long", service).output.hasPrefix("s\twhen-unlocked\t"), "the session collection's level")
+        }
+    }
+
     func testCreateCollectionAddsAnAfterFirstUnlockCollectionItsAliasAndItsItems() throws {
         let service = uniqueService()
         let alias = "kc-test-alias-\(getpid())"

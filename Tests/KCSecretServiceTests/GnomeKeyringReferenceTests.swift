@@ -223,6 +223,98 @@ final class GnomeKeyringReferenceTests: KeyringTestCase {
             after = c.attempt(item, ITEM, 'GetSecret', 'o', session.object_path)
             return ('error' in closed and 'reply' in after) or (closed, after)
 
+        @check('Created and Modified are times of now, Modified moves on SetSecret')
+        def _():
+            import time
+            item = c.create(plain, {'service': S, 'username': 'times'}, b'v')
+            created, modified = c.get(item, ITEM, 'Created'), c.get(item, ITEM, 'Modified')
+            time.sleep(1.1)
+            c.call(item, ITEM, 'SetSecret', '(oayays)', format_secret(plain, b'w', 'text/plain'))
+            later = c.get(item, ITEM, 'Modified')
+            now = int(time.time())
+            return (abs(created - now) < 30, modified >= created, later > modified, c.get(item, ITEM, 'Created') == created) == (True,) * 4 \
+                or (created, modified, later, now)
+
+        @check('Collection.SearchItems finds the item')
+        def _():
+            item = c.create(plain, {'service': S, 'username': 'in-collection'}, b'v')
+            found, = c.call(DEFAULT, COLLECTION, 'SearchItems', 'a{ss}', {'service': S, 'username': 'in-collection'})
+            return found == [item] or found
+
+        @check('the Items property lists a new item')
+        def _():
+            item = c.create(plain, {'service': S, 'username': 'listed'}, b'v')
+            return item in c.get(DEFAULT, COLLECTION, 'Items')
+
+        @check('ItemChanged and ItemDeleted are signalled')
+        def _():
+            item = c.create(plain, {'service': S, 'username': 'signals2'}, b'v')
+            with c.subscribe(interface=COLLECTION) as signals:
+                c.call(item, ITEM, 'SetSecret', '(oayays)', format_secret(plain, b'w', 'text/plain'))
+                c.delete(item)
+                c.get(ROOT, SERVICE, 'Collections')
+                seen = [(m.header.fields[HeaderFields.member], list(m.body)) for m in signals]
+            return (('ItemChanged', [item]) in seen and ('ItemDeleted', [item]) in seen) or seen
+
+        @check('an unknown algorithm is NotSupported')
+        def _():
+            outcome = c.attempt(ROOT, SERVICE, 'OpenSession', 'sv', 'rot13', ('s', ''))
+            return outcome.get('error') == 'org.freedesktop.DBus.Error.NotSupported' or outcome
+
+        @check('a closed session is refused')
+        def _():
+            session = c.open('dh')
+            item = c.create(session, {'service': S, 'username': 'closed'}, b'v')
+            c.call(session.object_path, 'org.freedesktop.Secret.Session', 'Close')
+            outcome = c.attempt(item, ITEM, 'GetSecret', 'o', session.object_path)
+            return 'error' in outcome or outcome
+
+        @check('GetSecret answers with the session used')
+        def _():
+            item = c.create(dh, {'service': S, 'username': 'which-session'}, b'v')
+            (session, parameters, value, content_type), = c.call(item, ITEM, 'GetSecret', 'o', dh.object_path)
+            return (session == dh.object_path and len(parameters) == 16) or (session, parameters)
+
+        @check('an attribute with an empty value is kept and matches')
+        def _():
+            item = c.create(plain, {'service': S, 'username': 'empty-value', 'blank': ''}, b'v')
+            return c.search({'service': S, 'blank': ''})[0] == [item] and c.get(item, ITEM, 'Attributes')['blank'] == ''
+
+        @check('the session collection stores and reads')
+        def _():
+            item = c.create(plain, {'service': S, 'username': 'session'}, b'session-value', collection=SESSION_COLLECTION)
+            return (item.startswith(SESSION_COLLECTION + '/'), c.secret(plain, item)[0]) == (True, b'session-value') or item
+
+        @check('secret-tool store --collection=session')
+        def _():
+            stored = tool('store', '--collection=session', '--label', 'session tool', 'service', S, 'username', 'session-tool', value=b'st')
+            found = tool('lookup', 'service', S, 'username', 'session-tool')
+            return (stored.returncode, found.stdout) == (0, b'st') or (stored, found)
+
+        @check('an item deleted can be stored again')
+        def _():
+            attributes = {'service': S, 'username': 'again'}
+            c.delete(c.create(plain, attributes, b'one'))
+            item = c.create(plain, attributes, b'two')
+            return (c.search(attributes)[0], c.secret(plain, item)[0]) == ([item], b'two')
+
+        @check('the item path under the default alias answers')
+        def _():
+            item = c.create(plain, {'service': S, 'username': 'alias-path'}, b'via alias')
+            path, = c.call(ROOT, SERVICE, 'ReadAlias', 's', 'default')
+            aliased = item.replace(path + '/', DEFAULT + '/')
+            return c.secret(plain, aliased)[0] == b'via alias' or aliased
+
+        @check('Properties.Get of an unknown property is an error')
+        def _():
+            outcome = c.attempt(DEFAULT, PROPERTIES, 'Get', 'ss', COLLECTION, 'NoSuchProperty')
+            return 'error' in outcome or outcome
+
+        @check('Introspect of the service lists its interface')
+        def _():
+            xml, = c.call(ROOT, 'org.freedesktop.DBus.Introspectable', 'Introspect')
+            return SERVICE in xml and 'OpenSession' in xml
+
         @check('CreateCollection without a prompt')
         def _():
             path, prompt = c.call(ROOT, SERVICE, 'CreateCollection', 'a{sv}s', {COLLECTION + '.Label': ('s', 'Reference ' + S)}, '')

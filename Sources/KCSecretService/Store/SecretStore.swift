@@ -328,7 +328,7 @@ final class SecretStore {
     /// locked (then locked), or empty (the index holds it).
     private func presence(of id: ItemID, emptyValue: Bool) -> Presence {
         guard let keychain = try? Keychain(service: id.service) else { return .gone }
-        if let item = try? keychain.item(id.name, withDeadline: false), item.size >= 0 { return .present(locked: false) }
+        if let size = try? keychain.size(ofItem: id.name), size != nil { return .present(locked: false) }
         if emptyValue { return .present(locked: false) }
         do {
             let there = try keychain.withBytes(forKey: id.name) { _ in true }

@@ -21,7 +21,8 @@ extension SecretService {
                 writer.close()
                 writer.objectPath(session)
             }
-            prepareKeyPair()
+            // The next key pair is made when the daemon is idle (SecretDaemon's loop), not
+            // here: the client's next call (SearchItems) is usually already on its way.
         case (.service, Self.serviceInterface, "SearchItems"):
             try message.expect("a{ss}")
             let found = try store.items(in: nil, matching: try message.stringDictionary())
@@ -218,7 +219,7 @@ extension SecretService {
         }
     }
 
-    /// Makes the next session's key pair if none waits (after a reply, so no caller waits for it).
+    /// Makes the next session's key pair if none waits; called when no message waits.
     func prepareKeyPair() {
         if spareKeyPair == nil { spareKeyPair = try? DHKeyPair.generate() }
     }

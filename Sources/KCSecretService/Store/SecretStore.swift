@@ -11,7 +11,8 @@ import Musl
 ///
 /// Items kc-secretd did not make (`kc set`, the mount, the library) are items too: they
 /// show with the attributes `service` and `username` (their service and name), in the
-/// `session` collection if they are `when-unlocked`, else in `login`.
+/// `login` collection whatever their level: it is the default, the one clients search
+/// (python keyring searches no other).
 final class SecretStore {
     static let login = "login"
     static let session = "session"
@@ -284,8 +285,8 @@ final class SecretStore {
         guard Set(attributes.keys).isSubset(of: ["service", "username"]), collection.map({ !(index.collections[$0]?.isCustom ?? true) }) ?? true else {
             return found
         }
-        for (id, accessibility) in unindexedItems(service: attributes["service"], name: attributes["username"], indexed: index) {
-            let home = accessibility?.level == .whenUnlocked ? Self.session : Self.login
+        for (id, _) in unindexedItems(service: attributes["service"], name: attributes["username"], indexed: index) {
+            let home = Self.login
             guard collection == nil || collection == home, Self.matches(Self.attributes(of: id), attributes) else { continue }
             found.append(Found(id: id, collection: home, record: nil, locked: lockedByClient.contains(home)))
         }
@@ -328,7 +329,7 @@ final class SecretStore {
     /// locked (then locked), or empty (the index holds it).
     private func presence(of id: ItemID, emptyValue: Bool) -> Presence {
         guard let keychain = try? Keychain(service: id.service) else { return .gone }
-        if let item = try? keychain.item(id.name, withDeadline: false), item.size >= 0 { return .present(locked: false) }
+        if let size = try? keychain.size(ofItem: id.name), size != nil { return .present(locked: false) }
         if emptyValue { return .present(locked: false) }
         do {
             let there = try keychain.withBytes(forKey: id.name) { _ in true }
@@ -353,8 +354,8 @@ final class SecretStore {
             return Found(id: id, collection: home, record: record, locked: lockedByClient.contains(home))
         }
         guard id.service.text != nil, id.name.text != nil, let keychain = try? Keychain(service: id.service),
-              let item = try? keychain.item(id.name, withDeadline: false) else { return nil }
-        let home = item.accessibility?.level == .whenUnlocked ? Self.session : Self.login
+              (try? keychain.size(ofItem: id.name)) != nil else { return nil }
+        let home = Self.login
         guard home == collection else { return nil }
         return Found(id: id, collection: home, record: nil, locked: lockedByClient.contains(home))
     }

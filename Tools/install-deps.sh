@@ -29,7 +29,7 @@ packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion m
 if [ "${1:-}" = "--tests" ]; then
     packages+=(strace python3 gdb podman runc busybox-static age pamtester hyperfine
                git docker-registry apache2-utils borgbackup restic rclone direnv python3-dotenv
-               libsecret-1-dev python3-secretstorage gnome-keyring)
+               libsecret-1-dev gcc pkg-config python3-secretstorage gnome-keyring)
 fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"

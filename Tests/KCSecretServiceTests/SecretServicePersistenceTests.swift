@@ -104,7 +104,11 @@ final class SecretServicePersistenceTests: VaultTestCase {
                     c.call(prompt, PROMPT, 'Prompt', 's', '')
                     dismissed, result = c.conn.recv_until_filtered(signals, timeout=10).body
                     completed = [dismissed, list(result[1])]
-            emit(search=search, unlocked=unlocked, prompt=prompt, completed=completed, locked=c.get(DEFAULT, COLLECTION, 'Locked'))
+            s = c.open('plain')
+            store = c.attempt(DEFAULT, COLLECTION, 'CreateItem', 'a{sv}(oayays)b',
+                              {ITEM + '.Attributes': ('a{ss}', {'service': sys.argv[1], 'username': 'while-locked'})},
+                              (s.object_path, b'', b'nope', 'text/plain'), True)
+            emit(search=search, unlocked=unlocked, prompt=prompt, completed=completed, locked=c.get(DEFAULT, COLLECTION, 'Locked'), store=store)
             """, arguments: [service])
         XCTAssertEqual(locked["unlocked"], [], "\(locked)")
         XCTAssertNotEqual(locked["prompt"], "/", "a locked vault cannot be opened without kc unlock: \(locked)")
@@ -114,11 +118,42 @@ final class SecretServicePersistenceTests: VaultTestCase {
         XCTAssertTrue(search?["error"] == "org.freedesktop.Secret.Error.IsLocked" || search?["reply"]?[0] == [],
                       "no secret is offered as unlocked while the vault is locked: \(locked)")
 
+        XCTAssertEqual(locked["store"]?["error"], "org.freedesktop.Secret.Error.IsLocked", "nothing is stored while the vault is locked: \(locked)")
+        XCTAssertNotEqual(try vault.get(service, "while-locked").status, 0)
+
         let (unlocked, _) = try vault.unlock()
         XCTAssertEqual(unlocked.status, 0, "\(unlocked)")
         // The same daemon, without a restart, now serves everything again.
         try assertItemsBack(on: after, service: service)
         XCTAssertEqual(try vault.get(service, "alice").output, "p3rsist")
+        XCTAssertEqual(try after.secretTool("lookup", "service", service, "username", "while-locked").status, 1, "the refused store left nothing")
+    }
+
+    /// Two session buses of one user (two ssh logins), each with its kc-secretd, over one
+    /// vault: each daemon sees what the other stores.
+    func testTwoDaemonsOverOneVaultSeeEachOthersItems() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        let first = try startSecretServiceBus(vault: vault)
+        let second = try startSecretServiceBus(vault: vault)
+        XCTAssertEqual(try first.secretTool("store", "--label", "from first", "service", service, "username", "one", "origin", "first", input: "1st").status, 0)
+        XCTAssertEqual(try second.secretTool("store", "--label", "from second", "service", service, "username", "two", "origin", "second", input: "2nd").status, 0)
+        XCTAssertNotEqual(first.owner(), second.owner(), "two daemons")
+        // Each daemon reads the index file again when it changed (at most every half second).
+        var seenByFirst = "", seenBySecond = ""
+        for _ in 0..<30 {
+            seenByFirst = try first.secretTool("lookup", "origin", "second").output
+            seenBySecond = try second.secretTool("lookup", "origin", "first").output
+            if seenByFirst == "2nd" && seenBySecond == "1st" { break }
+            usleep(200_000)
+        }
+        XCTAssertEqual(seenByFirst, "2nd", "the first daemon finds the second's item by an attribute only the index holds")
+        XCTAssertEqual(seenBySecond, "1st")
+        first.stop()
+        second.stop()
+        let third = try startSecretServiceBus(vault: vault)
+        XCTAssertEqual(try third.secretTool("lookup", "origin", "first").output, "1st", "neither daemon's save lost the other's item")
+        XCTAssertEqual(try third.secretTool("lookup", "origin", "second").output, "2nd")
     }
 
     func testPythonKeyringAndGitCredentialsSurviveTheReboot() throws {

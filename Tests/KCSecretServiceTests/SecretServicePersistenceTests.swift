@@ -156,6 +156,37 @@ final class SecretServicePersistenceTests: VaultTestCase {
         XCTAssertEqual(try third.secretTool("lookup", "origin", "second").output, "2nd")
     }
 
+    /// Clients of two daemons over one vault storing at once: every save merges with the
+    /// index file under the vault's lock, so none is lost.
+    func testConcurrentStoresThroughTwoDaemonsAllReachTheVaultsIndex() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        let first = try startSecretServiceBus(vault: vault)
+        let second = try startSecretServiceBus(vault: vault)
+        let stored = try first.script("""
+            for n in $(seq 1 12); do
+              for bus in first second; do
+                if [ $bus = first ]; then address='\(first.address)'; else address='\(second.address)'; fi
+                ( printf 'value-%s-%s' $bus $n | DBUS_SESSION_BUS_ADDRESS="$address" timeout 60 secret-tool store --label "$bus $n" \\
+                    service '\(service)' username "$bus-$n" batch both || echo "store $bus $n failed" ) &
+              done
+            done
+            wait
+            """)
+        XCTAssertEqual(stored.output, "", "\(stored)")
+        first.stop()
+        second.stop()
+        let third = try startSecretServiceBus(vault: vault)
+        let out = try third.python("""
+            c = Client()
+            s = c.open('plain')
+            unlocked, locked = c.search({'service': sys.argv[1], 'batch': 'both'})
+            emit(values=sorted(text(v) for v in c.secrets(s, unlocked).values()), locked=len(locked))
+            """, arguments: [service])
+        let expected = ["first", "second"].flatMap { bus in (1...12).map { "value-\(bus)-\($0)" } }.sorted()
+        XCTAssertEqual(out["values"]?.strings, expected, "every item of both daemons, found by an attribute only the index holds: \(out)")
+    }
+
     func testPythonKeyringAndGitCredentialsSurviveTheReboot() throws {
         let keyring = try SecretServiceClients.requireKeyringCommand()
         let helper = try SecretServiceClients.gitCredentialLibsecret()

@@ -350,6 +350,37 @@ final class ConformanceTests: KeyringTestCase {
         XCTAssertEqual(try bus.kc("get", service, "work").status, 1, "the kc item went with the collection")
     }
 
+    /// Tools that walk a service's objects (`busctl tree`, `gdbus introspect --recurse`)
+    /// find the collections and items, and read properties by their introspected types.
+    func testBusctlAndGdbusWalkTheObjectTreeAndReadProperties() throws {
+        let service = uniqueService()
+        _ = try bus.python("""
+            c = Client()
+            c.create(c.open('plain'), {'service': sys.argv[1], 'username': 'walker'}, b'v', label='walked')
+            emit(ok=True)
+            """, arguments: [service])
+        let item = "/org/freedesktop/secrets/collection/login/" + encodedPathElement(service) + "walker"
+        var checked = 0
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/busctl") {
+            let tree = try bus.client("/usr/bin/busctl", ["--address=" + bus.address, "tree", "org.freedesktop.secrets"])
+            XCTAssertEqual(tree.status, 0, "\(tree)")
+            XCTAssertTrue(tree.output.contains("/org/freedesktop/secrets/collection/session"), tree.output)
+            XCTAssertTrue(tree.output.contains(item), "the item in the tree: \(tree.output)")
+            let label = try bus.client("/usr/bin/busctl", ["--address=" + bus.address, "get-property", "org.freedesktop.secrets", item,
+                                                          "org.freedesktop.Secret.Item", "Label"])
+            XCTAssertEqual(label.output, "s \"walked\"\n", "\(label)")
+            checked += 1
+        }
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/gdbus") {
+            let walked = try bus.client("/usr/bin/gdbus", ["introspect", "--session", "--dest", "org.freedesktop.secrets", "--object-path", "/", "--recurse"])
+            XCTAssertEqual(walked.status, 0, "\(walked)")
+            XCTAssertTrue(walked.output.contains("interface org.freedesktop.Secret.Item"), "gdbus reaches an item: \(walked.output.prefix(2000))")
+            XCTAssertTrue(walked.output.contains("readonly o Items") || walked.output.contains("readonly ao Items"), "the collection's properties: \(walked.output.prefix(2000))")
+            checked += 1
+        }
+        guard checked > 0 else { throw XCTSkip("neither busctl (systemd) nor gdbus (libglib2.0-bin) is installed") }
+    }
+
     func testGetSecretsReturnsEachItemsSecretAndSkipsWhatIsMissing() throws {
         let service = uniqueService()
         let out = try bus.python("""

@@ -104,6 +104,31 @@ final class SecretStorageTests: KeyringTestCase {
         XCTAssertEqual(try bus.kc("get", service, "dh").output, "visible?")
     }
 
+    /// The daemon prepares the next key pair while idle; sessions opened back to back
+    /// (40 OpenSession calls sent before any reply is read) still get one each.
+    func testSessionsOpenedBackToBackEachGetTheirOwnServerKey() throws {
+        let bus = try startSecretServiceBus()
+        let out = try bus.python("""
+            c = Client()
+            serials = []
+            for n in range(40):
+                serial = next(c.conn.outgoing_serial)
+                c.conn.send(new_method_call(DBusAddress(ROOT, NAME, SERVICE), 'OpenSession', 'sv',
+                                            (DH, ('ay', int_to_bytes(Session().my_public_key)))), serial=serial)
+                serials.append(serial)
+            replies = {}
+            while len(replies) < len(serials):
+                message = c.conn.receive(timeout=20)
+                if message.header.fields.get(HeaderFields.reply_serial) in serials:
+                    replies[message.header.fields[HeaderFields.reply_serial]] = message
+            keys = [bytes(replies[serial].body[0][1]) for serial in serials]
+            emit(distinct=len(set(keys)), sizes=sorted(set(len(k) for k in keys)), paths=len(set(replies[s].body[1] for s in serials)))
+            """)
+        XCTAssertEqual(out["distinct"], 40, "no server key is used twice: \(out)")
+        XCTAssertEqual(out["sizes"], [128], "each public key is 128 bytes, left-padded")
+        XCTAssertEqual(out["paths"], 40)
+    }
+
     func testAClosedSessionIsRefused() throws {
         let bus = try startSecretServiceBus()
         let service = uniqueService()

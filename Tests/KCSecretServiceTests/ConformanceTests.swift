@@ -193,6 +193,24 @@ final class ConformanceTests: KeyringTestCase {
         XCTAssertTrue(mine.contains { $0.hasSuffix("__from_2dkc") }, "\(mine)")
     }
 
+    /// Clients sort and show items by their times; an item `kc set` stored has no record
+    /// in the index yet, but is not from 1970 (secretd-bugs.md B4, minor).
+    func testItemsStoredWithKCSetHaveTimes() throws {
+        let service = uniqueService()
+        XCTAssertEqual(try bus.kc("set", service, "dated", input: Array("d".utf8)).status, 0)
+        let out = try bus.python("""
+            import time
+            c = Client()
+            item = c.search({'service': sys.argv[1], 'username': 'dated'})[0][0]
+            emit(created=c.get(item, ITEM, 'Created'), modified=c.get(item, ITEM, 'Modified'), now=int(time.time()))
+            """, arguments: [service])
+        let now = out["now"]?.int ?? 0
+        for name in ["created", "modified"] {
+            let time = out[name]?.int ?? 0
+            XCTAssertTrue(time > 1_600_000_000 && time <= now + 5, "\(name) is a time, not \(time): \(out)")
+        }
+    }
+
     func testLockRefusesSecretsAndUnlockNeedsNoPromptWhileTheVaultIsOpen() throws {
         let service = uniqueService()
         let out = try bus.python("""

@@ -91,7 +91,11 @@ public final class GnomeKeyringReference {
         guard !stopped else { return }
         stopped = true
         kill(pid, SIGTERM)
-        for _ in 0..<300 where SessionBus.isRunning(pid) { usleep(10_000) }
+        var waited = 0
+        while SessionBus.isRunning(pid), waited < 300 {
+            usleep(10_000)
+            waited += 1
+        }
         if SessionBus.isRunning(pid) { kill(pid, SIGKILL) }
         bus.stop()
         try? FileManager.default.removeItem(atPath: home)

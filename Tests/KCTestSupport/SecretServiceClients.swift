@@ -16,8 +16,6 @@ public enum SecretServiceClients {
     /// Every client call is cut off after this many seconds (`timeout`), so a call the
     /// daemon never answers fails its test instead of hanging the suite.
     public static let callLimit = 60
-    /// The name of the D-Bus environment variable, for tests that take it away.
-    public static let busVariable = "DBUS_SESSION_BUS_ADDRESS"
 
     public static func requireSecretTool() throws {
         guard FileManager.default.isExecutableFile(atPath: secretTool) else {

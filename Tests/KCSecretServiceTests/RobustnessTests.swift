@@ -36,6 +36,20 @@ final class RobustnessTests: KeyringTestCase {
         XCTAssertEqual(out["pid"]?.int, Int(pid), "the same kc-secretd answers (it did not crash and restart)", file: file, line: line)
     }
 
+    /// A logout (or dbus-run-session's end) takes the bus away: kc-secretd leaves by
+    /// itself, at once, and nothing outlives the session.
+    func testKCSecretdLeavesWhenItsBusGoesAway() throws {
+        let pid = try daemonPID()
+        kill(bus.daemonPID, SIGTERM)
+        var waited = 0
+        while SessionBus.isRunning(pid), waited < 300 {
+            usleep(10_000)
+            waited += 1
+        }
+        XCTAssertFalse(SessionBus.isRunning(pid), "kc-secretd still runs 3 s after its bus went away")
+        bus.stop()
+    }
+
     func testMalformedCallsEachGetAnErrorAndTheDaemonKeepsServing() throws {
         let pid = try daemonPID()
         let service = uniqueService()

@@ -154,6 +154,11 @@ extension SecretService {
         // org.freedesktop.Secret.Session and .Prompt
         case (.session(let session), Self.sessionInterface, "Close"):
             try message.expect("")
+            // Only the connection that opened a session closes it (another client must
+            // not break a session it cannot use either).
+            guard sessions[session]?.owner == caller.name else {
+                throw .accessDenied("\(session) belongs to another connection; only the one that opened it closes it")
+            }
             sessions[session] = nil
             try reply(call) { _ in }
         case (.prompt(let prompt), Self.promptInterface, "Prompt"), (.prompt(let prompt), Self.promptInterface, "Dismiss"):

@@ -22,8 +22,8 @@ extension SecretService {
                 ("Attributes", .attributes(item.attributes)),
                 ("Label", .string(item.record?.label ?? SecretStore.defaultLabel(item.id))),
                 ("Type", .string(item.attributes["xdg:schema"] ?? "")),
-                ("Created", .uint64(item.record?.created ?? 0)),
-                ("Modified", .uint64(item.record?.modified ?? 0)),
+                ("Created", .uint64(store.times(of: item).created)),
+                ("Modified", .uint64(store.times(of: item).modified)),
             ]
         case (_, ""):
             // No interface named: every interface's properties (as GetAll allows).

@@ -87,6 +87,8 @@ final class SecretStore {
             index.collections[name] = CollectionRecord(name: name, label: label, created: now, modified: now, isCustom: false)
         }
         if index.aliases["default"] == nil { index.aliases["default"] = login }
+        // libsecret's SECRET_COLLECTION_SESSION is the alias `session`.
+        if index.aliases["session"] == nil { index.aliases["session"] = session }
         return index
     }
 
@@ -169,7 +171,7 @@ final class SecretStore {
     }
 
     func alias(_ name: String) -> String? {
-        guard let index else { return name == "default" ? Self.login : nil }
+        guard let index else { return name == "default" ? Self.login : name == "session" ? Self.session : nil }
         return index.aliases[name]
     }
 
@@ -254,6 +256,19 @@ final class SecretStore {
         var attributes: [String: String] {
             record?.attributes ?? SecretStore.attributes(of: id)
         }
+    }
+
+    /// When this daemon first saw each item it did not make: the kernel keeps no
+    /// creation time, and a client that sorts or shows items by date should not see 1970.
+    private var firstSeen: [ItemID: UInt64] = [:]
+
+    /// An item's Created and Modified times: its record's, or when it was first seen.
+    func times(of item: Found) -> (created: UInt64, modified: UInt64) {
+        if let record = item.record { return (record.created, record.modified) }
+        if let seen = firstSeen[item.id] { return (seen, seen) }
+        let now = Self.now
+        firstSeen[item.id] = now
+        return (now, now)
     }
 
     static func attributes(of id: ItemID) -> [String: String] {

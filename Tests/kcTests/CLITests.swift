@@ -256,10 +256,10 @@ final class CLITests: KeyringTestCase {
     func testDoctorReportsKeyringsQuotaAndFuse() throws {
         let result = try kc("doctor")
         let names = result.output.split(separator: "\n").compactMap { $0.split(separator: ":").first?.dropFirst(5) }.map(String.init)
-        XCTAssertEqual(names, ["session keyring", "user keyring", "persistent keyring", "key quota", "/dev/fuse", "fusermount3", "kc-mountd"], result.output)
+        XCTAssertEqual(names, ["session keyring", "user keyring", "persistent keyring", "key quota", "/dev/fuse", "fusermount3", "kc-mountd", "secret service"], result.output)
         XCTAssertTrue(result.output.contains("uid \(getuid()): "), result.output)
         let json = try JSONSerialization.jsonObject(with: Data(try kc("doctor", "--json").standardOutput)) as? [String: Any]
-        XCTAssertEqual((json?["checks"] as? [[String: Any]])?.count, 7)
+        XCTAssertEqual((json?["checks"] as? [[String: Any]])?.count, 8)
     }
 
     func testHelpAndVersion() throws {

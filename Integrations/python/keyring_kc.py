@@ -118,6 +118,20 @@ def _kc_executable():
 _probed = {}
 
 
+def _session_bus_reachable():
+    """Whether a D-Bus session bus is named here, where the Secret Service backends can work.
+
+    keyring's libsecret backend calls itself viable (priority 4.8) wherever its library
+    imports, bus or no bus, and then fails at the first call; without a bus kc must come
+    first (5.1). With one, kc stays below the desktop stores (3); there kc-secretd, when
+    it owns the Secret Service, brings those stores' calls to kc anyway.
+    """
+    if os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
+        return True
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return bool(runtime) and os.path.exists(os.path.join(runtime, "bus"))
+
+
 def _probe(executable):
     """None if kc runs and the kernel's keyrings work for it here, else why not.
 
@@ -168,7 +182,7 @@ class Keyring(KeyringBackend):
         problem = _probe(executable)
         if problem:
             raise RuntimeError(problem)
-        return 3
+        return 3 if _session_bus_reachable() else 5.1
 
     def get_password(self, service, username):
         result = self._run("get", "-q", service, username, error=KeyringError)

@@ -61,7 +61,12 @@ final class PythonKeyringTests: KeyringTestCase {
             "PYTHONPATH": Self.folder + "/lib",
             "HOME": home, "XDG_CONFIG_HOME": home + "/.config", "XDG_DATA_HOME": home + "/.local/share",
             "LANG": "C.UTF-8",
-        ].merging(extra) { $1 }
+            // The backend's own behaviour: where libsecret's python binding is installed
+            // (the tests install it) keyring chains kc with libsecret, whose reads fail
+            // with no bus. testKeyringListsTheBackendAndChoosesItWithoutDBus checks the
+            // default choice without this.
+            "PYTHON_KEYRING_BACKEND": "keyring_kc.Keyring",
+        ].merging(extra) { $1 }.filter { !$0.value.isEmpty }  // "" in `extra` unsets
     }
 
     private func keyring(_ arguments: String..., input: String = "", environment extra: [String: String] = [:]) throws -> CommandResult {
@@ -74,14 +79,15 @@ final class PythonKeyringTests: KeyringTestCase {
     }
 
     func testKeyringListsTheBackendAndChoosesItWithoutDBus() throws {
-        let list = try keyring("--list-backends")
+        let list = try keyring("--list-backends", environment: ["PYTHON_KEYRING_BACKEND": ""])
         XCTAssertEqual(list.status, 0, "\(list)")
         // No session bus in this environment: kc comes before the D-Bus backends, which
         // call themselves viable (libsecret: whenever its library imports) and then fail.
         XCTAssertTrue(list.output.contains("keyring_kc.Keyring (priority: 5.1)"), "\(list)")
         // With another viable backend (libsecret's, where its library is installed) keyring
         // chains them, highest priority first: kc must be the first.
-        let chosen = try python("import keyring; k = keyring.get_keyring(); k = k.backends[0] if hasattr(k, 'backends') else k; print(type(k).__module__ + '.' + type(k).__name__)")
+        let chosen = try python("import keyring; k = keyring.get_keyring(); k = k.backends[0] if hasattr(k, 'backends') else k; print(type(k).__module__ + '.' + type(k).__name__)",
+                                environment: ["PYTHON_KEYRING_BACKEND": ""])
         XCTAssertEqual(chosen.output, "keyring_kc.Keyring\n", "\(chosen)")
     }
 

@@ -90,6 +90,9 @@ public final class SessionBus {
         daemonPID = pid
         var environment = environment
         environment["DBUS_SESSION_BUS_ADDRESS"] = address
+        // GLib clients (secret-tool) refuse non-ASCII arguments in the C locale, which a
+        // login without LANG (su -) has.
+        if environment["LC_ALL"] == nil { environment["LC_ALL"] = "C.UTF-8" }
         self.environment = environment
     }
 

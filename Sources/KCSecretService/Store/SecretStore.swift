@@ -300,7 +300,7 @@ final class SecretStore {
         guard Set(attributes.keys).isSubset(of: ["service", "username"]), collection.map({ !(index.collections[$0]?.isCustom ?? true) }) ?? true else {
             return found
         }
-        for (id, _) in unindexedItems(service: attributes["service"], name: attributes["username"], indexed: index) {
+        for id in unindexedItems(service: attributes["service"], name: attributes["username"], indexed: index) {
             let home = Self.login
             guard collection == nil || collection == home, Self.matches(Self.attributes(of: id), attributes) else { continue }
             found.append(Found(id: id, collection: home, record: nil, locked: lockedByClient.contains(home)))
@@ -314,12 +314,12 @@ final class SecretStore {
 
     /// kc items with UTF-8 names that the index has no record of: of one service, or
     /// one item (a lookup by both names costs one search, not a listing).
-    private func unindexedItems(service: String?, name: String?, indexed index: SecretIndex) -> [(ItemID, Accessibility?)] {
+    private func unindexedItems(service: String?, name: String?, indexed index: SecretIndex) -> [ItemID] {
         if let service, let name {
             let id = ItemID(service: KeyName(service), name: KeyName(name))
             guard index.items[id] == nil, let keychain = try? Keychain(service: id.service),
-                  let item = try? keychain.item(id.name, withDeadline: false) else { return [] }
-            return [(id, item.accessibility)]
+                  (try? keychain.size(ofItem: id.name)) != nil else { return [] }
+            return [id]
         }
         let services: [KeyName]
         if let service {
@@ -327,12 +327,14 @@ final class SecretStore {
         } else {
             services = (try? Keychain.services()) ?? []
         }
-        var result: [(ItemID, Accessibility?)] = []
+        var result: [ItemID] = []
         for service in services where service.text != nil {
-            guard let keychain = try? Keychain(service: service), let items = try? keychain.items() else { continue }
-            for item in items where item.name.text != nil {
-                let id = ItemID(service: service, name: item.name)
-                if index.items[id] == nil { result.append((id, item.accessibility)) }
+            // Names only: no level is needed (every such item is in `login`), and a full
+            // listing would read /proc/keys for deadlines once per service.
+            guard let keychain = try? Keychain(service: service), let names = try? keychain.itemNames() else { continue }
+            for name in names where name.text != nil {
+                let id = ItemID(service: service, name: name)
+                if index.items[id] == nil { result.append(id) }
             }
         }
         return result

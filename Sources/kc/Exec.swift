@@ -49,7 +49,7 @@ extension KC {
             """
         )
 
-        @Option(name: .customLong("service"), help: "A service whose items to pass (repeatable).")
+        @Option(name: .customLong("service"), help: "A service whose items to pass (repeatable).", completion: .custom(storedServiceNames))
         var services: [String] = []
 
         @OptionGroup var shared: SharedServiceOptions

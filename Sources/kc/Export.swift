@@ -32,7 +32,7 @@ extension KC {
             """
         )
 
-        @Option(name: .customLong("service"), help: "Export only this service (repeatable); default all.")
+        @Option(name: .customLong("service"), help: "Export only this service (repeatable); default all.", completion: .custom(storedServiceNames))
         var services: [String] = []
 
         @Option(help: "json (default) or env (one service).")

@@ -21,7 +21,7 @@ struct KC: ParsableCommand {
         bytes. Exit status: 0 success, 1 not found, 2 any other failure, 64 usage error.
         """,
         version: kcVersion,
-        subcommands: [Set.self, Get.self, Remove.self, List.self, Share.self, Unshare.self, Mount.self, Umount.self, Exec.self, PodmanDriver.self, CredentialServer.self, Export.self, Import.self, VaultCommand.self, Unlock.self, Lock.self, Doctor.self]
+        subcommands: [Set.self, Get.self, Remove.self, List.self, Find.self, Share.self, Unshare.self, Mount.self, Umount.self, Exec.self, PodmanDriver.self, CredentialServer.self, Export.self, Import.self, VaultCommand.self, Unlock.self, Lock.self, Doctor.self]
     )
 
     /// Parse errors become one `kc: ` line and exit 64; help and --version print as usual.
@@ -39,8 +39,10 @@ struct KC: ParsableCommand {
         // The commands scripts call in a loop, in their plain spellings, skip the
         // parser (see ``FastPath``); it returns for anything else.
         FastPath.runIfPlain()
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.isEmpty { shortUsage() }
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(GeneratedValue.spelledOut(arguments))
             try command.run()
             try flushStandardOutput()
             Glibc.exit(0)
@@ -63,12 +65,63 @@ struct KC: ParsableCommand {
         let code = exitCode(for: error)
         guard code != .success else { self.exit(withError: error) }
         // A check in validate() that already printed its line throws a bare ExitCode.
-        if var message = fullMessage(for: error).split(separator: "\n").first.map(String.init) {
-            if message.hasPrefix("Error: ") { message.removeFirst(7) }
-            if message.hasSuffix(".") { message.removeLast() }
-            standardError("kc: \(message); see 'kc --help'")
+        if let message = fullMessage(for: error).split(separator: "\n").first.map(String.init) {
+            if let first = CommandLine.arguments.dropFirst().first, !first.hasPrefix("-"), !commandNames.contains(first) {
+                standardError("kc: unknown command '\(first)'; see 'kc --help' for the commands")
+            } else {
+                standardError("kc: \(kcStyle(message)); see \(helpHint)")
+            }
         }
         Glibc.exit(code.rawValue)
+    }
+
+    /// A parser message as kc words its own: no "Error: ", a lower-case start, no
+    /// full stop, and the parser's suggestion of the nearest option kept in brackets.
+    static func kcStyle(_ message: String) -> String {
+        var text = Substring(message)
+        if text.hasPrefix("Error: ") { text = text.dropFirst(7) }
+        if text.hasSuffix(".") { text = text.dropLast() }
+        var words = String(text)
+        let suggestion = words.split(separator: ". Did you mean ", maxSplits: 1, omittingEmptySubsequences: false)
+        if suggestion.count == 2 { words = suggestion[0] + " (did you mean " + suggestion[1] + ")" }
+        // "Missing", "Unknown", "Unexpected": not a name or an acronym such as "SERVICE".
+        let start = words.prefix(2)
+        if start.count == 2, start.first!.isUppercase, start.last!.isLowercase {
+            words = start.first!.lowercased() + words.dropFirst()
+        }
+        return words
+    }
+
+    /// Where a usage error points: the command's own help when argv names one.
+    private static var helpHint: String {
+        var command: any ParsableCommand.Type = KC.self
+        var path: [String] = []
+        for argument in CommandLine.arguments.dropFirst() {
+            guard let sub = command.configuration.subcommands.first(where: { $0._commandName == argument }) else { break }
+            command = sub
+            path.append(argument)
+        }
+        return path.isEmpty ? "'kc --help'" : "'kc help \(path.joined(separator: " "))'"
+    }
+
+    /// The subcommands' names, and `help`.
+    private static var commandNames: [String] { configuration.subcommands.map { $0._commandName } + ["help"] }
+
+    /// Bare `kc`: what it is for, in a few lines, on standard error; exits 64 as any
+    /// usage error does.
+    static func shortUsage() -> Never {
+        standardError("""
+            usage: kc COMMAND [ARGUMENTS]
+              kc set SERVICE ITEM          store a value from standard input (or type it)
+              kc get SERVICE ITEM          print it
+              kc ls [SERVICE]              list services, or a service's items
+              kc find PATTERN              find services and items by name
+              kc rm SERVICE [ITEM]         remove an item, or a whole service
+              kc mount ~/kc                show the keychain as files
+              kc doctor                    check this machine
+            every command: kc --help; one command: kc help COMMAND
+            """)
+        Glibc.exit(ExitStatus.usage.rawValue)
     }
 }
 

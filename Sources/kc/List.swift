@@ -46,7 +46,7 @@ extension KC {
             """
         )
 
-        @Argument(help: "List the items of this service instead of the services.")
+        @Argument(help: "List the items of this service instead of the services.", completion: .custom(storedServiceNames))
         var service: String?
 
         @Flag(help: "List the services other users share with you.")
@@ -121,7 +121,7 @@ func listServiceNames() throws {
 }
 
 /// One name per line: exact for a script, escaped at a terminal (``showsEscapedNames(_:)``).
-private func writeNames(_ names: [KeyName]) throws {
+func writeNames(_ names: [KeyName]) throws {
     let escape = showsEscapedNames(names)
     var output = OutputLines()
     for name in names { output.add(escape ? ReadAudit.escaped(name.bytes, keepingSpaces: true).keyName : name) }

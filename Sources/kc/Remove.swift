@@ -1,29 +1,74 @@
 import ArgumentParser
+import KCIntegrations
 import KernelKeychain
 import Keyrings
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 extension KC {
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "rm",
-            abstract: "Remove an item, at whatever accessibility it has.",
-            discussion: "Exits 1 if there is no such item. With --group or --from (a service another user shares with you), it is refused: only the owner removes items."
+            abstract: "Remove an item, or a whole service with every item in it.",
+            discussion: """
+            With SERVICE ITEM, the item goes, at whatever accessibility it has (and from
+            the vault). When it was the service's last item, the empty service goes too,
+            so 'kc ls' does not keep listing it. Exits 1 if there is no such item.
+
+            With SERVICE alone, the whole service goes: every item at every level, and
+            what the vault keeps of it. At a terminal kc lists the items and asks first;
+            elsewhere (a script, a pipe) it needs --yes.
+
+              kc rm com.example token
+              kc rm com.example            # asks: remove 'com.example' and its 3 items?
+              kc rm --yes com.example      # in a script
+
+            With --group or --from (a service another user shares with you), it is
+            refused: only the owner removes items.
+            """
         )
 
-        @OptionGroup var item: ItemArguments
+        @Argument(help: ArgumentHelp("The service, e.g. com.example.app.", valueName: "service"),
+                  completion: .custom(storedServiceNames))
+        var service: String
+
+        @Argument(help: ArgumentHelp("The item to remove. Without it, the whole service is removed.", valueName: "item"),
+                  completion: .custom(storedItemNames))
+        var key: String?
+
+        @Flag(name: [.customShort("y"), .long], help: "Remove a whole service without asking (for scripts).")
+        var yes = false
+
         @OptionGroup var shared: SharedServiceOptions
 
+        /// The names byte for byte (see ``RawArguments``).
+        private var names: [KeyName] {
+            get throws { try RawArguments.exactNames([service] + (key.map { [$0] } ?? [])) }
+        }
+
         func validate() throws {
-            try item.validate()
+            let names = try names
+            try validateArgument(names[0], as: .service)
+            if names.count > 1 { try validateArgument(names[1], as: .item) }
+            if yes && key != nil { throw ValidationError("--yes is for removing a whole service; 'kc rm SERVICE ITEM' never asks") }
         }
 
         func run() throws {
-            try removeItem(service: item.serviceName, key: item.keyName, group: shared.group, owner: shared.owner)
+            let names = try names
+            guard names.count > 1 else {
+                return try removeService(names[0], confirmed: yes, group: shared.group, owner: shared.owner)
+            }
+            try removeItem(service: names[0], key: names[1], group: shared.group, owner: shared.owner)
         }
     }
 }
 
-/// What `kc rm` does once its arguments are read, by the parser or by ``FastPath``.
+/// What `kc rm SERVICE ITEM` does once its arguments are read, by the parser or by
+/// ``FastPath``. The service goes with its last item.
 func removeItem(service: KeyName, key: KeyName, group: String?, owner: String?) throws {
     let keychain = try openKeychain(service, group: group, owner: owner)
     let removed = try keychain.remove(key)
@@ -38,4 +83,45 @@ func removeItem(service: KeyName, key: KeyName, group: String?, owner: String?) 
         standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(sharedOptionsHint(group: group, owner: owner))\(service)'")
         throw ExitStatus.notFound
     }
+    // The item is gone whatever happens here: an empty service left behind is only
+    // a name in 'kc ls'.
+    if owner == nil { _ = try? keychain.removeServiceIfEmpty() }
+}
+
+/// `kc rm SERVICE`: the service and every item of it, once confirmed.
+func removeService(_ service: KeyName, confirmed: Bool, group: String?, owner: String?) throws {
+    let keychain = try openKeychain(service, group: group, owner: owner)
+    let items = try keychain.allKeyNamesIncludingVault()
+    if items.isEmpty, keychain.accessGroup == nil, keychain.owner == nil, try !keychain.serviceExists() {
+        standardError("kc: no service '\(service)'; list the services with 'kc ls'")
+        throw ExitStatus.notFound
+    }
+    if !confirmed {
+        let shown = ReadAudit.escaped(service.bytes, keepingSpaces: true)
+        let count = items.count == 1 ? "its 1 item" : "its \(items.count) items"
+        guard standardInputIsTerminal else {
+            standardError("kc: 'kc rm \(shown)' removes the whole service and \(count); add --yes to do that from a script, or name the item: kc rm \(shown) ITEM")
+            throw ExitStatus.usage
+        }
+        let listed = items.prefix(10).map { ReadAudit.escaped($0.bytes, keepingSpaces: true) }.joined(separator: ", ")
+        let more = items.count > 10 ? ", …" : ""
+        let question = items.isEmpty ? "Remove the empty service '\(shown)'? [y/N] " : "Remove '\(shown)' and \(count) (\(listed)\(more))? [y/N] "
+        guard askYesOrNo(question) else {
+            standardError("kc: nothing was removed")
+            throw ExitStatus.failure
+        }
+    }
+    try keychain.removeAll()
+}
+
+/// Asks on standard error and reads a line of standard input (a terminal): true for
+/// y or yes, in any case.
+private func askYesOrNo(_ question: String) -> Bool {
+    var text = question
+    text.withUTF8 { bytes in _ = writeAll(fd: 2, UnsafeRawBufferPointer(bytes)) }
+    var answer: [UInt8] = []
+    var byte: UInt8 = 0
+    while answer.count < 16, read(0, &byte, 1) == 1, byte != UInt8(ascii: "\n") { answer.append(byte) }
+    let word = String(decoding: answer.filter { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }, as: UTF8.self).lowercased()
+    return word == "y" || word == "yes"
 }

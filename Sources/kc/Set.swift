@@ -24,6 +24,13 @@ extension KC {
             --timeout the deadline (--timeout none: no deadline any more). A new item
             is when-unlocked, with no deadline, unless the options say otherwise.
 
+            --generate stores a random value instead of reading one: LENGTH letters and
+            digits (32 when no length is given; --symbols adds punctuation) from the
+            kernel's random generator. Nothing is printed unless --print is given.
+
+              kc set --generate com.example db-password
+              kc set --generate=20 --symbols --print com.example api-key
+
             With --group GROUP the service is shared with that Unix group (see 'kc share');
             with --from USER (or --group) and a service another user shares with you
             group-writable, an existing item's value is replaced in place.
@@ -31,7 +38,25 @@ extension KC {
         )
 
         @OptionGroup var item: ItemArguments
+
+        // `kc set SERVICE ITEM VALUE`: caught to say where values come from.
+        @Argument(help: .hidden)
+        var valueArguments: [String] = []
+
         @OptionGroup var shared: SharedServiceOptions
+
+        // A bare --generate is given its default length before parsing (see
+        // ``GeneratedValue/spelledOut(_:)``), so it reads as --generate=32.
+        @Option(name: .customLong("generate"), help: ArgumentHelp(
+            "Store a random value of this many letters and digits instead of reading one (--generate alone: \(GeneratedValue.defaultLength)).",
+            valueName: "length"))
+        var generatedLength: Int?
+
+        @Flag(help: "With --generate: use punctuation too, not only letters and digits.")
+        var symbols = false
+
+        @Flag(name: .customLong("print"), help: "With --generate: print the value stored, as 'kc get' would.")
+        var printsValue = false
 
         @Flag(help: "With --group, when this write first shares the service: let the group change and remove its items too.")
         var groupWritable = false
@@ -58,6 +83,15 @@ extension KC {
         var timeout: TimeoutChoice? { timeoutText.flatMap(TimeoutChoice.init) }
 
         func validate() throws {
+            if !valueArguments.isEmpty {
+                throw ValidationError("values come from standard input, never from arguments (other users see those in ps, and your shell keeps them in its history); nothing was stored. Pipe the value: printf '%s' \"$VALUE\" | kc set \(item.service) \(item.key), or run kc set \(item.service) \(item.key) and type it at the prompt")
+            }
+            if let generatedLength, !GeneratedValue.lengths.contains(generatedLength) {
+                throw ValidationError("--generate takes a length from \(GeneratedValue.lengths.lowerBound) to \(GeneratedValue.lengths.upperBound), not \(generatedLength)")
+            }
+            if generatedLength == nil && (symbols || printsValue) {
+                throw ValidationError("\(symbols ? "--symbols" : "--print") goes with --generate (to print a stored value, use kc get)")
+            }
             if let timeoutText, TimeoutChoice(timeoutText) == nil { throw ValidationError(TimeoutChoice.refusal(timeoutText)) }
             try item.validate()
             if groupWritable && shared.group == nil {
@@ -68,7 +102,9 @@ extension KC {
         func run() throws {
             try StoreRequest(service: item.serviceName, key: item.keyName, level: level, thisDeviceOnly: thisDeviceOnly,
                              ephemeral: ephemeral, timeout: timeout, group: shared.group, owner: shared.owner,
-                             groupWritable: groupWritable).run()
+                             groupWritable: groupWritable,
+                             generated: generatedLength.map { GeneratedValue(length: $0, symbols: symbols) },
+                             printsValue: printsValue).run()
         }
     }
 }
@@ -109,6 +145,10 @@ struct StoreRequest {
     var group: String?
     var owner: String?
     var groupWritable = false
+    /// --generate: a random value instead of standard input.
+    var generated: GeneratedValue? = nil
+    /// --print: the value stored goes to standard output.
+    var printsValue = false
 
     func run() throws {
         // Group and owner are checked before the value is asked for.
@@ -117,13 +157,14 @@ struct StoreRequest {
         var keychain = try openKeychain(service, accessibility: level.map { Accessibility(level: $0, thisDeviceOnly: thisDeviceOnly) },
                                         timeout: duration, group: group, owner: owner, groupWritable: groupWritable).ephemeral(ephemeral)
         if level == nil && thisDeviceOnly { keychain = keychain.thisDeviceOnly() }
-        var value = try readValue()
+        var value = try generated?.make() ?? readValue()
         defer { value.overwriteWithZeros() }
         if timeout == TimeoutChoice.none {
             try keychain.set(value, forKey: key, until: nil)
         } else {
             try keychain.set(value, forKey: key)
         }
+        if printsValue { try printValue(keychain: keychain, key: key) }
         if level == .always && !ephemeral, let vault = try? Vault.atDefaultLocation(), vault.exists, !HostKey.exists {
             standardError("kc: note: without a host key (sudo kc vault host-init) always items come back after a reboot at your first 'kc unlock', not at boot")
         }
@@ -151,10 +192,10 @@ struct StoreRequest {
 
 /// SERVICE KEY, checked before anything touches the kernel.
 struct ItemArguments: ParsableArguments {
-    @Argument(help: "The service, e.g. com.example.app (1-255 bytes, no '/').")
+    @Argument(help: "The service, e.g. com.example.app (1-255 bytes, no '/').", completion: .custom(storedServiceNames))
     var service: String
 
-    @Argument(help: "The item's name within the service (1-255 bytes, no '/').")
+    @Argument(help: "The item's name within the service (1-255 bytes, no '/').", completion: .custom(storedItemNames))
     var key: String
 
     /// The service's name byte for byte (see ``RawArguments``).

@@ -24,7 +24,7 @@ extension KC {
             """
         )
 
-        @Argument(help: "One of your services.")
+        @Argument(help: "One of your services.", completion: .custom(storedServiceNames))
         var service: String
 
         @Option(help: ArgumentHelp("The Unix group to share with.", valueName: "group"))
@@ -57,7 +57,7 @@ extension KC {
             discussion: "Members who already copied a value keep their copy; rotate the secret if that matters."
         )
 
-        @Argument(help: "One of your services.")
+        @Argument(help: "One of your services.", completion: .custom(storedServiceNames))
         var service: String
 
         func validate() throws {

@@ -107,7 +107,7 @@ final class ExecAttackTests: KeyringTestCase {
             XCTAssertEqual(result.status, 64, "\(option): \(result)")
             XCTAssertEqual(result.standardError, """
                 kc: --allow-env is only for your own services: a service another user shares with you may not \
-                set $PATH; drop --allow-env, or use --files; see 'kc --help'
+                set $PATH; drop --allow-env, or use --files; see 'kc help exec'
 
                 """)
         }
@@ -134,7 +134,7 @@ final class ExecAttackTests: KeyringTestCase {
         for reader in [["--group", LocalUser.group], ["--from", LocalUser.alice.rawValue]] {
             let every = try LocalUser.bob.run("\"$KC\" exec \(reader.joined(separator: " ")) --service \(service) --env -- /bin/sh -c 'touch \(marker)'")
             XCTAssertEqual(every.status, 64, "\(reader): \(every)")
-            XCTAssertEqual(kcLines(every), ["kc: a service another user shares sets only the variables you name: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files; see 'kc --help'"])
+            XCTAssertEqual(kcLines(every), ["kc: a service another user shares sets only the variables you name: replace --env with --var NAME (or --var NAME=ITEM) for each, or use --files; see 'kc help exec'"])
             XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "\(reader): nothing runs")
 
             let named = try LocalUser.bob.run("""

@@ -90,8 +90,8 @@ final class CLITests: KeyringTestCase {
             (["set", "--access", "sometimes", service, "k"], Array("v".utf8), 64, "'sometimes' is invalid for '--access"),
             (["set", "--timeout", "5x", service, "k"], Array("v".utf8), 64, "--timeout must be a positive duration"),
             (["set", "--timeout", "0", service, "k"], Array("v".utf8), 64, "not '0'"),
-            (["get", service], [], 64, "Missing expected argument"),
-            (["frobnicate"], [], 64, "Unexpected argument"),
+            (["get", service], [], 64, "kc: missing expected argument '<key>'; see 'kc help get'"),
+            (["frobnicate"], [], 64, "kc: unknown command 'frobnicate'; see 'kc --help' for the commands"),
         ]
         for testCase in cases {
             let result = try kc(testCase.args, input: testCase.input)
@@ -108,7 +108,7 @@ final class CLITests: KeyringTestCase {
         let service = uniqueService()
         try kc("set", service, "k", input: Array("kept".utf8))
         let refusal = { (text: String) in
-            "kc: --timeout must be a positive duration such as 90s, 15m, 2h, 7d or 1h30m (at most 136 years), or 'none'; not '\(text)'; see 'kc --help'\n"
+            "kc: --timeout must be a positive duration such as 90s, 15m, 2h, 7d or 1h30m (at most 136 years), or 'none'; not '\(text)'; see 'kc help set'\n"
         }
         let cases: [(arguments: [String], shown: String)] = [
             (["set", "--timeout", "-5", service, "k"], "-5"),
@@ -128,7 +128,7 @@ final class CLITests: KeyringTestCase {
         }
         let missing = try kc(["set", service, "k", "--timeout"], input: Array("new".utf8))
         XCTAssertEqual(missing.status, 64, "\(missing)")
-        XCTAssertTrue(missing.standardError.hasPrefix("kc: Missing value for '--timeout <duration>'"), "a value really missing: \(missing)")
+        XCTAssertTrue(missing.standardError.hasPrefix("kc: missing value for '--timeout <duration>'"), "a value really missing: \(missing)")
         XCTAssertEqual(try kc("get", service, "k").output, "kept")
     }
 

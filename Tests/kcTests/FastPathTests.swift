@@ -36,7 +36,7 @@ final class FastPathTests: KeyringTestCase {
     }
 
     private func timeoutRefusal(_ text: String) -> String {
-        "kc: --timeout must be a positive duration such as 90s, 15m, 2h, 7d or 1h30m (at most 136 years), or 'none'; not '\(text)'; see 'kc --help'\n"
+        "kc: --timeout must be a positive duration such as 90s, 15m, 2h, 7d or 1h30m (at most 136 years), or 'none'; not '\(text)'; see 'kc help set'\n"
     }
 
     private func noSuchGroupMessage(_ group: String) -> String {

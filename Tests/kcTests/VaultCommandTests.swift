@@ -167,11 +167,11 @@ final class VaultCommandTests: VaultTestCase {
 
         // A negative number is a bad value, not a missing one (ArgumentParser took -5 for an option).
         let negatives: [(arguments: [String], says: String)] = [
-            (["vault", "init", "--work-factor=-5"], "kc: invalid work factor -5: use 10 to 22; see 'kc --help'\n"),
-            (["vault", "init", "--passphrase-fd", "-5"], "kc: --passphrase-fd takes an open file descriptor's number, 0 or more; not '-5'; see 'kc --help'\n"),
-            (["unlock", "--passphrase-fd", "-5"], "kc: --passphrase-fd takes an open file descriptor's number, 0 or more; not '-5'; see 'kc --help'\n"),
-            (["vault", "passwd", "--new-passphrase-fd", "-5"], "kc: --new-passphrase-fd takes an open file descriptor's number, 0 or more; not '-5'; see 'kc --help'\n"),
-            (["vault", "passwd", "--work-factor", "-5"], "kc: invalid work factor -5: use 10 to 22; see 'kc --help'\n"),
+            (["vault", "init", "--work-factor=-5"], "kc: invalid work factor -5: use 10 to 22; see 'kc help vault init'\n"),
+            (["vault", "init", "--passphrase-fd", "-5"], "kc: --passphrase-fd takes an open file descriptor's number, 0 or more; not '-5'; see 'kc help vault init'\n"),
+            (["unlock", "--passphrase-fd", "-5"], "kc: --passphrase-fd takes an open file descriptor's number, 0 or more; not '-5'; see 'kc help unlock'\n"),
+            (["vault", "passwd", "--new-passphrase-fd", "-5"], "kc: --new-passphrase-fd takes an open file descriptor's number, 0 or more; not '-5'; see 'kc help vault passwd'\n"),
+            (["vault", "passwd", "--work-factor", "-5"], "kc: invalid work factor -5: use 10 to 22; see 'kc help vault passwd'\n"),
         ]
         for (arguments, says) in negatives {
             let result = try vault.kc(arguments, input: passphrase)

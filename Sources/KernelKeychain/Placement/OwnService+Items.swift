@@ -48,9 +48,21 @@ extension OwnService {
     /// write, keeps the copy with the lowest serial and unlinks the others. Every unlink
     /// is justified by a lower serial that existed when it was decided, so the lowest
     /// never goes: some item always survives, and exactly one is left when they are done.
+    ///
+    /// A new key goes into a service keyring that a removal of the empty service (`kc rm`
+    /// of its last item, ``removeIfEmpty()``) may be detaching at that moment: then the
+    /// keyring is put back, or, if it is gone with the key, the store is made again in a
+    /// new one. No such removal ever takes an item stored meanwhile.
     func store(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
         if accessGroup == nil, try updateAtHome(bytes, forKey: key, until: deadline) { return }
+        for attempt in 1...8 where try storeNew(bytes, forKey: key, until: deadline, lastAttempt: attempt == 8) { return }
+        throw KeychainError(KeyctlError(.noKey, call: "add_key"))
+    }
 
+    /// ``store(_:forKey:until:)`` once: false if the home keyring went away under it
+    /// with the new key, so that the store must be made again.
+    private func storeNew(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?,
+                          lastAttempt: Bool) throws(KeychainError) -> Bool {
         let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home)
         let sharing = try sharingForWrite(rings: rings.map(\.serial))
         let previous = try gather(key, into: homeRing, from: rings)
@@ -65,7 +77,7 @@ extension OwnService {
                 // ``updateAtHome(_:forKey:until:)``).
                 let like = KeyDescription.ownItem(named: key, sharedAs: sharing)
                 let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline, table: previousRecord?.table)
-                guard try fresh.place(in: homeRing.serial) else { return }
+                guard try fresh.place(in: homeRing.serial) else { return lastAttempt }
                 if let previousRecord { DeadlineRecords.drop(previousRecord) }  // its key is displaced
                 item = fresh
             } else {
@@ -91,16 +103,44 @@ extension OwnService {
                 // possessed (EACCES). The link lists tell which (the owner may read them
                 // without possession): if the key is still linked in its keyring and the
                 // keyring in its anchor, the failure is this write's own.
-                if error.meansKeyIsGone || !Self.isStillLinked(item, in: homeRing) { return }
+                // Or the keyring is being removed as empty (``removeIfEmpty()``), which
+                // detached it for a moment: then the key was not this process's (no
+                // possession) and its mask could not be set. The write is made again.
+                if !Self.isInAnchor(homeRing) { return false }
+                if error.meansKeyIsGone || !Self.isStillLinked(item, in: homeRing) { return true }
+                if error.errno == .permissionDenied && !lastAttempt { return false }
                 throw error
             }
+            guard try settle(item, in: homeRing) else { return false }
         } catch {
             // The service keyring was removed after it was found (kc rm of the whole
-            // service, rmdir): this write happened first, then the removal.
-            if error.meansKeyIsGone { return }
+            // service, rmdir, or of its last item): the store is made again, after it.
+            // (After eight such races in a row, a removal of the whole service is
+            // hammering it: this write counts as made before that removal.)
+            if error.meansKeyIsGone { return lastAttempt }
+            if error.errno == .permissionDenied, !lastAttempt, !Self.isInAnchor(homeRing) { return false }
             throw KeychainError(error)
         }
         try Placement.keepOneCopy(of: key, in: rings)
+        return true
+    }
+
+    /// After a new key was linked into `ring`: if the ring is no longer in its anchor,
+    /// a removal detached it. With the key still in it, that was a removal of the empty
+    /// service, which checked before the key came: the ring is put back (see
+    /// ``restore(_:heldIn:under:)``). Without it, the whole service was removed after
+    /// the key came, which is this write's fate. False when the ring is gone, the key
+    /// with it: the write must be made again.
+    func settle(_ item: KeySerial, in ring: ServiceKeyring) throws(KeyctlError) -> Bool {
+        let anchor: KeySerial
+        do { anchor = try ring.anchor.serial() } catch { return true }
+        guard try !anchor.linkedKeys().contains(ring.serial) else { return true }
+        let holder = SpecialKeyring.thread.serial
+        do { try ring.serial.link(into: holder) } catch where error.meansKeyIsGone { return false }
+        defer { try? ring.serial.unlink(from: holder) }  // no-op once moved back
+        guard try ring.serial.linkedKeys().contains(item) else { return true }
+        do { try restore(ring, heldIn: holder, under: anchor) } catch { throw error.underlying ?? KeyctlError(.fileExists, call: "keyctl_move") }
+        return true
     }
 
     /// The common write, an existing item at its home level set again: without a
@@ -138,6 +178,11 @@ extension OwnService {
 
     /// Whether `item` is linked in `ring` and `ring` in its anchor. False also when a
     /// list cannot be read (a keyring that is gone).
+    private static func isInAnchor(_ ring: ServiceKeyring) -> Bool {
+        guard let anchor = try? ring.anchor.serial(), let rings = try? anchor.linkedKeys() else { return false }
+        return rings.contains(ring.serial)
+    }
+
     private static func isStillLinked(_ item: KeySerial, in ring: ServiceKeyring) -> Bool {
         guard let anchor = try? ring.anchor.serial(),
               let rings = try? anchor.linkedKeys(), rings.contains(ring.serial),
@@ -273,16 +318,33 @@ extension OwnService {
 
     /// Moves a found item (at `level`) into `target`'s keyring at that level under the
     /// same name: the same key, so it keeps its serial, value and deadline.
+    ///
+    /// The key is held in the thread keyring meanwhile: if the target's keyring is
+    /// being removed as empty (``removeIfEmpty()``) and goes with it, the key is linked
+    /// into a new one (see ``settle(_:in:)``).
     func move(_ located: LocatedItem, at level: Accessibility, named key: KeyName, to target: OwnService) throws(KeychainError) -> Bool {
-        let destination = try ServiceKeyring.findOrCreate(service: target.name, marker: level.marker, anchor: level.anchor)
-        do {
+        let holder = SpecialKeyring.thread.serial
+        let held = (try? located.item.link(into: holder)) != nil
+        defer { if held { try? located.item.unlink(from: holder) } }
+        var destination = try ServiceKeyring.findOrCreate(service: target.name, marker: level.marker, anchor: level.anchor)
+        do throws(KeyctlError) {
             try located.item.move(from: located.ring, to: destination.serial, exclusive: true)
+            for _ in 0..<8 {
+                if try settle(located.item, in: destination) { return true }
+                guard held else { break }
+                do throws(KeychainError) {
+                    destination = try ServiceKeyring.findOrCreate(service: target.name, marker: level.marker, anchor: level.anchor)
+                } catch {
+                    throw error.underlying ?? KeyctlError(.noKey, call: "keyctl_search")
+                }
+                try located.item.link(into: destination.serial)
+            }
+            throw KeyctlError(.noKey, call: "keyctl_move")
         } catch {
             if error.meansKeyIsGone || error.errno == .noSuchFileOrDirectory { return false }
             if error.errno == .fileExists { throw .alreadyExists(service: target.name.description, name: key.description) }
             throw KeychainError(error)
         }
-        return true
     }
 
     /// Renames the whole service: each of its keyrings gets a new one at the same level

@@ -1,0 +1,30 @@
+import ArgumentParser
+import KernelKeychain
+import Keyrings
+
+// Tab completion of what is stored, as `pass show <Tab>` completes: the shell scripts
+// that `kc --generate-completion-script` writes call `kc ---completion …` for these
+// arguments, which runs the functions below. They print nothing but names: an empty
+// keychain, a locked vault or a keyring error completes nothing, silently.
+
+/// Completes a service: the caller's own services.
+@Sendable func storedServiceNames(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+    completable((try? Keychain.services()) ?? [])
+}
+
+/// Completes an item of the service named just before it on the command line.
+@Sendable func storedItemNames(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+    guard let service = words.prefix(max(0, min(index, words.count))).last(where: { !$0.hasPrefix("-") }),
+          let names = try? Keychain(service: KeyName(service)).itemNames()
+    else { return [] }
+    return completable(names)
+}
+
+/// Names a shell can offer: UTF-8 ones without a newline, which no completion list
+/// can carry.
+private func completable(_ names: [KeyName]) -> [String] {
+    names.compactMap { name in
+        guard let text = String(validating: name.bytes, as: UTF8.self), !text.contains("\n") else { return nil }
+        return text
+    }
+}

@@ -136,6 +136,10 @@ let package = Package(
         // Attacks by other local users (issue 13): real users, real sessions.
         .testTarget(name: "SecurityTests", dependencies: ["KernelKeychain", "Keyrings", "KCTestSupport"]),
         .testTarget(name: "KCSecretServiceTests", dependencies: ["KCSecretService", "KernelKeychain", "Keyrings", "KCTestSupport", .product(name: "Crypto", package: "swift-crypto")]),
+        // Code written the way KeychainAccess's, FXKeychain's and Lockbox's READMEs use
+        // their APIs, ported to kc: it imports KernelKeychain alone.
+        .testTarget(name: "PortedAPITests", dependencies: ["KernelKeychain", "KCTestSupport"],
+                    swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]),
         .testTarget(name: "kcTests", dependencies: ["kc", "kc-keychain-probe", "KernelKeychain", "Keyrings", "KCTestSupport"]),
     ]
 )

@@ -41,6 +41,13 @@ extension Keychain {
         return (exported, skipped)
     }
 
+    /// ``export(services:)-([KeyName])`` of services named by `String`s (their UTF-8
+    /// bytes), as code written when names were text calls it: `export(services: [service])`.
+    /// Generic so that an empty list (`[]`) still means the ``KeyName`` method's "all".
+    public static func export(services: [some KeyNameConvertible]) throws(KeychainError) -> (items: [ExportedItem], deviceOnlySkipped: Int) {
+        try export(services: services.map(\.keyName))
+    }
+
     /// What importing `items` would do, without changing anything.
     public static func planImport(_ items: [ExportedItem], overwrite: Bool) throws(KeychainError) -> [ImportStep] {
         var steps: [ImportStep] = []

@@ -19,16 +19,19 @@ public struct ExportedItem: Sendable, Hashable {
     /// The expiry left now; nil for none.
     public var secondsLeft: UInt64? { deadline?.secondsLeft }
 
-    public init(service: KeyName, name: KeyName, level: Accessibility.Level, deadline: Deadline?, value: [UInt8]) {
-        self.service = service
-        self.name = name
+    /// An item to import; `service` and `name` may be `String`s (their UTF-8 bytes) or ``KeyName``s.
+    public init(service: some KeyNameConvertible, name: some KeyNameConvertible, level: Accessibility.Level,
+                deadline: Deadline?, value: [UInt8]) {
+        self.service = service.keyName
+        self.name = name.keyName
         self.level = level
         self.deadline = deadline
         self.value = value
     }
 
     /// An item whose expiry is counted from now.
-    public init(service: KeyName, name: KeyName, level: Accessibility.Level, secondsLeft: UInt64?, value: [UInt8]) {
+    public init(service: some KeyNameConvertible, name: some KeyNameConvertible, level: Accessibility.Level,
+                secondsLeft: UInt64?, value: [UInt8]) {
         self.init(service: service, name: name, level: level, deadline: secondsLeft.map(Deadline.fromNow(seconds:)), value: value)
     }
 }

@@ -176,6 +176,34 @@ extension KeyName: KeyNameConvertible {
 }
 
 extension KeyName {
+    /// Whether the name's bytes are `text`'s UTF-8 bytes, so that code naming items with
+    /// `String`s compares them with the names it is given (`item.service == service`).
+    /// Byte for byte, as every name comparison: the NFC and NFD spellings of `café` are
+    /// equal `String`s but two names, and a name that is not UTF-8 equals no `String`.
+    public static func == (name: KeyName, text: String) -> Bool {
+        guard let own = name.text else { return false }
+        return own.utf8.elementsEqual(text.utf8)
+    }
+
+    /// ``==(_:_:)-(KeyName,String)`` with the text first.
+    public static func == (text: String, name: KeyName) -> Bool { name == text }
+
+    /// Whether the name's bytes are not `text`'s UTF-8 bytes.
+    public static func != (name: KeyName, text: String) -> Bool { !(name == text) }
+
+    /// ``!=(_:_:)-(KeyName,String)`` with the text first.
+    public static func != (text: String, name: KeyName) -> Bool { !(name == text) }
+}
+
+extension Sequence where Element == KeyName {
+    /// Whether one of the names is `text`'s UTF-8 bytes (see ``KeyName/==(_:_:)-(KeyName,String)``),
+    /// so that `Keychain.services().contains(service)` reads as it did when names were `String`s.
+    public func contains(_ text: String) -> Bool {
+        contains { $0 == text }
+    }
+}
+
+extension KeyName {
     /// The name followed by `other`'s bytes.
     public static func + (lhs: KeyName, rhs: KeyName) -> KeyName {
         if let left = lhs.text, let right = rhs.text { return KeyName(left + right) }

@@ -44,11 +44,18 @@ bash "$root/Tools/install-deps.sh"
 
 step 2 "building kc, kc-mountd and kc-secretd (release: a few minutes on a small machine; seconds when nothing changed)"
 # Every product at once, as the man page's generator builds them (step 6), so that
-# step finds them built. swift build's progress lines go to the terminal and the log.
-if ! swift build -c release --package-path "$root" 2>&1 | tee -a "$log" >&2; then
-    echo "kc: the build failed; its output is above and in .build/setup-build.log" >&2
+# step finds them built. swift build's progress lines ([n/N] ..., fetching, Build
+# complete) go to the terminal; all of its output, warnings too, goes to the log.
+if ! swift build -c release --package-path "$root" 2>&1 | tee -a "$log" |
+     awk '/^\[[0-9]+\/[0-9]+\] |^(Fetch|Comput|Creat|Working copy|Building for|Build complete)|error:/ { print; fflush() }' >&2
+then
+    echo "kc: the build failed; its errors:" >&2
+    grep -A8 "error:" "$log" | head -60 >&2 || true
+    echo "kc: the build's whole output is in .build/setup-build.log" >&2
     exit 2
 fi
+warnings=$(grep -c "warning:" "$log" || true)
+[ "$warnings" -eq 0 ] || echo "  (the build's $warnings warnings are in .build/setup-build.log)" >&2
 bin=$(swift build -c release --package-path "$root" --show-bin-path)
 
 step 3 "the programs, in /usr/local/bin"

@@ -91,7 +91,7 @@ else
 fi
 
 # Shell completions and the man page, generated from the argument parser.
-step 6 "bash, zsh and fish completions and the man page (the first time, building the page's generator takes a minute)"
+step 6 "bash, zsh and fish completions and the man page (the first time, its generator is built first: seconds to a minute)"
 completions=$(mktemp -d)
 kc=/usr/local/bin/kc
 "$kc" --generate-completion-script bash > "$completions/kc"

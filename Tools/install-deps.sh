@@ -38,9 +38,12 @@ for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-    echo "kc: installing ${missing[*]}" >&2
+    echo "kc: installing ${missing[*]} (apt)" >&2
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    echo "kc: installed ${#missing[@]} packages" >&2
+else
+    echo "kc: already installed: the ${#packages[@]} packages this needs; apt is not needed" >&2
 fi
 
 # Debian's udev rule makes /dev/fuse mode 0666. Some machines (VMs, containers) keep it

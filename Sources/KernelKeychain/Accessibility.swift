@@ -3,7 +3,7 @@
 public enum Accessibility: Sendable, Hashable, CaseIterable {
     /// Session keyring (`@s`): gone at logout, not seen by other login sessions. The default.
     case whenUnlocked
-    /// User keyring (`@u`): while any process of the uid lives; seen by all its sessions.
+    /// User keyring (`@u`): until reboot (the kernel keeps it after the uid's last process); seen by all its sessions.
     case afterFirstUnlock
     /// Persistent keyring: survives logout; the kernel drops it after
     /// `kernel.keys.persistent_keyring_expiry` seconds unused (3 days by default) and at reboot.

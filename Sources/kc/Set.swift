@@ -172,7 +172,7 @@ struct StoreRequest {
         let ownShared = { (try? Keychain(service: service).sharing()) != nil }
         let storedWhenUnlocked = { (try? keychain.item(key))?.accessibility?.level == .whenUnlocked }
         if keychain.accessGroup != nil && storedWhenUnlocked() && ownShared() {
-            standardError("kc: note: '\(service)' is shared from this login session's keyring (when-unlocked): the group loses it when the session ends; store it with --access after-first-unlock to keep it while you are logged in anywhere")
+            standardError("kc: note: '\(service)' is shared from this login session's keyring (when-unlocked): the group loses it when the session ends; store it with --access after-first-unlock to keep it until reboot")
         }
     }
 

@@ -15,6 +15,11 @@ bash "$root/Tools/install-deps.sh" --tests
 cd "$root"
 swift build --build-tests
 bash "$root/Tools/build-pam.sh"
+# kc's front (docs/FRONT.md), beside the kc just built. It skips itself, with a message,
+# where the toolchain has no Embedded Swift; if it fails, the run goes on, its tests
+# skip, and the summary says so.
+front_problem=""
+bash "$root/Tools/build-front.sh" || front_problem="the front (Front/) did not build: see above; FrontTests skipped"
 # The man page, for the test that renders it (ManPageTests).
 bash "$root/Tools/manpage.sh" "$root/.build/man/kc.1"
 # What the machine holds now, to check afterwards that the run left nothing behind.
@@ -35,6 +40,7 @@ summary="$root/.build/test-summary.txt"
     grep -E "^Test Case '.*' failed|: error: " "$root/.build/test-output.txt" | head -40 || true
 } > "$summary"
 [ "$status" -eq 0 ] || [ "$failed" -gt 0 ] || echo "swift test exited $status (a crash or a build problem: see above)" >> "$summary"
+[ -z "$front_problem" ] || echo "$front_problem" >> "$summary"
 cat "$summary"
 bash "$root/Tools/leftovers.sh" check "$root/.build/leftovers-before.txt" 2>&1 | tee -a "$summary" || status=1
 if [ "${1:-}" = "--long" ] && [ "$status" -eq 0 ]; then

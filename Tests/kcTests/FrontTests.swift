@@ -1,0 +1,344 @@
+import Foundation
+import KCTestSupport
+import KernelKeychain
+import Keyrings
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// kc's front (Front/Front.swift, docs/FRONT.md), installed as `kc` with the full kc
+/// beside it as `kc-full`, serves `kc get [-q] SERVICE ITEM` itself when the item is at
+/// its home level and hands every other command line to the full kc. These tests run the
+/// front and the full kc on the same argv and environment and assert the same standard
+/// output, standard error, exit status and keychain state (FastPathTests' method). Which
+/// path the front took is seen with a copy of it that has no `kc-full` beside it: it
+/// serves what it serves, and says it cannot run the full kc for everything else.
+///
+/// Tools/build-front.sh builds the front (Tools/test.sh runs it); where it was not built
+/// (no Embedded Swift in the toolchain) these tests skip.
+final class FrontTests: KeyringTestCase {
+    /// A folder of this test's, with a copy of the front alone in it.
+    private var folder = ""
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        let front = try builtFront()
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("kc-test-front-\(getpid())-\(name.filter(\.isLetter).suffix(30))").path
+        try? FileManager.default.removeItem(atPath: folder)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: front, toPath: loneFront)
+    }
+
+    override func tearDownWithError() throws {
+        if !folder.isEmpty { try? FileManager.default.removeItem(atPath: folder) }
+        try super.tearDownWithError()
+    }
+
+    private var loneFront: String { folder + "/kc-front" }
+
+    // MARK: Running both
+
+    /// This process's environment without KC_AUDIT and SECRET_ID, plus `extra`.
+    private func environment(_ extra: [String: String] = [:]) -> [String: String] {
+        ProcessInfo.processInfo.environment.filter { $0.key != "KC_AUDIT" && $0.key != "SECRET_ID" }.merging(extra) { $1 }
+    }
+
+    /// Words of argv as bytes.
+    private func words(_ texts: String...) -> [[UInt8]] { texts.map { Array($0.utf8) } }
+
+    /// Runs `program` with `arguments` (any bytes: bash execs them from `$'...'` words),
+    /// after `prefix` (`exec`, `exec -a NAME`, or a wrapper that execs its arguments) and
+    /// followed by bash `redirections`.
+    private func run(_ program: String, _ arguments: [[UInt8]], input: [UInt8] = [], environment: [String: String],
+                     prefix: String = "exec", redirections: String = "") throws -> CommandResult {
+        let quoted = arguments.map { "$'" + $0.map { String(format: "\\x%02x", $0) }.joined() + "'" }
+        let script = "\(prefix) \"$0\" \(quoted.joined(separator: " ")) \(redirections)"
+        return try runCommand("/bin/bash", ["-c", script, program], input: input, environment: environment)
+    }
+
+    /// Whether the front alone served the command line (true) or handed it over (false).
+    private func served(_ arguments: [[UInt8]], environment: [String: String], prefix: String = "exec") throws -> Bool {
+        let alone = try run(loneFront, arguments, environment: environment, prefix: prefix)
+        return !alone.standardError.hasPrefix("kc: cannot run the full kc, ")
+    }
+
+    /// Runs `arguments` through the front and through the full kc, each after `reset`,
+    /// and asserts that the front took the path `served` says and that both printed and
+    /// exited alike and left the same `state`. Returns the front's run and state.
+    @discardableResult
+    private func assertSame<State: Equatable>(
+        _ arguments: [[UInt8]], served expected: Bool, input: [UInt8] = [], environment: [String: String]? = nil,
+        prefix: String = "exec", redirections: String = "",
+        reset: () throws -> Void = {}, state: () throws -> State,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> (result: CommandResult, state: State) {
+        let environment = environment ?? self.environment()
+        let shown = arguments.map { String(decoding: $0, as: UTF8.self).debugDescription }.joined(separator: " ")
+        try reset()
+        XCTAssertEqual(try served(arguments, environment: environment, prefix: prefix), expected,
+                       "kc \(shown) should be \(expected ? "served by the front" : "handed to the full kc")", file: file, line: line)
+        try reset()
+        let front = try run(try builtFront(), arguments, input: input, environment: environment, prefix: prefix, redirections: redirections)
+        let frontState = try state()
+        try reset()
+        let full = try run(builtKC, arguments, input: input, environment: environment, prefix: prefix, redirections: redirections)
+        let fullState = try state()
+        XCTAssertEqual(front.status, full.status, "exit status of kc \(shown): \(front) vs \(full)", file: file, line: line)
+        XCTAssertEqual(front.standardOutput, full.standardOutput, "standard output of kc \(shown)", file: file, line: line)
+        XCTAssertEqual(front.standardError, full.standardError, "standard error of kc \(shown)", file: file, line: line)
+        XCTAssertEqual(frontState, fullState, "keychain after kc \(shown)", file: file, line: line)
+        return (front, frontState)
+    }
+
+    /// What a service holds, as the library sees it, and its keyrings' masks.
+    private struct ServiceState: Equatable, CustomStringConvertible {
+        var items: [String]
+        var values: [[UInt8]?]
+        var masks: [UInt32]
+
+        init(_ service: some KeyNameConvertible) throws {
+            let keychain = try Keychain(service: service)
+            let found = try keychain.items()
+            items = found.map { "\($0.name)@\($0.accessibility?.name ?? "-")" }
+            values = try found.map { try keychain.data(forKey: $0.name) }
+            masks = [SpecialKeyring.session.serial, SpecialKeyring.user.serial].compactMap { anchor in
+                guard let ring = try? anchor.search(type: "keyring", description: KeyName("kc:") + service.keyName) else { return nil }
+                return try? ring.describe().permissions.rawValue
+            }
+        }
+
+        var description: String { "items \(items), values \(values), masks \(masks.map { String($0, radix: 16) })" }
+    }
+
+    // MARK: What the front serves
+
+    func testAnItemAtItsHomeLevelIsServedExactlyAsTheFullKcPrintsIt() throws {
+        let service = uniqueService()
+        let keychain = try Keychain(service: service)
+        let values: [(name: String, value: [UInt8])] = [
+            ("token", Array("s3cret".utf8)),
+            ("line", Array("ends in a newline\n".utf8)),
+            ("bytes", [0, 0xff, 0x0a, 0x80, 0]),
+            ("-q", Array("a name that looks like a flag".utf8)),
+            ("largest", (0..<32767).map { UInt8(truncatingIfNeeded: $0 &* 31) }),
+        ]
+        for (name, value) in values { try keychain.set(value, forKey: name) }
+        let state = { try ServiceState(service) }
+        for (name, value) in values where name != "-q" {
+            for spelling in [words("get", service, name), words("get", "-q", service, name), words("get", "--quiet", "--", service, name),
+                             words("get", service, name, "-q")] {
+                let (result, _) = try assertSame(spelling, served: true, state: state)
+                XCTAssertEqual(result.status, 0, "\(result)")
+                XCTAssertEqual(result.standardOutput, value, "\(name): the exact bytes, nothing added")
+                XCTAssertEqual(result.standardError, "")
+            }
+        }
+        let dashed = try assertSame(words("get", "--", service, "-q"), served: true, state: state)
+        XCTAssertEqual(dashed.result.output, "a name that looks like a flag")
+    }
+
+    func testNamesThatAreNotUTF8AreServedByteForByte() throws {
+        let service = uniqueServiceName(endingWith: [0xff])
+        let item = KeyName(bytes: Array("key".utf8) + [0xfe])
+        try Keychain(service: service).set([0x80, 0x81], forKey: item)
+        let (result, _) = try assertSame([Array("get".utf8), service.bytes, item.bytes], served: true, state: { try ServiceState(service) })
+        XCTAssertEqual(result.standardOutput, [0x80, 0x81])
+        let missing = try assertSame([Array("get".utf8), service.bytes, Array("key".utf8) + [0xfd]], served: false,
+                                     state: { try ServiceState(service) })
+        XCTAssertEqual(missing.result.status, 1, "\(missing.result)")
+    }
+
+    /// Where a login session links the user keyring into the session keyring (pam_keyinit),
+    /// the full kc's first search finds an after-first-unlock service through it: the
+    /// front makes that same search, so it serves such an item too.
+    func testAnAfterFirstUnlockItemReachedThroughTheSessionKeyringIsServed() throws {
+        guard programExists("keyctl") else { throw XCTSkip("keyctl (keyutils) is needed to make a session") }
+        let service = uniqueService()
+        try Keychain(service: service, accessibility: .afterFirstUnlock).set("deep", forKey: "token")
+        let prefix = "exec keyctl session - /bin/sh -c 'keyctl link @u @s >/dev/null && exec \"$@\"' sh"
+        let (result, _) = try assertSame(words("get", service, "token"), served: true, prefix: prefix, state: { try ServiceState(service) })
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertEqual(result.output, "deep")
+    }
+
+    func testATerminalGetsTheSameNewlineFromBoth() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("no newline", forKey: "bare")
+        try Keychain(service: service).set("newline\n", forKey: "ended")
+        for (item, shown) in [("bare", "no newline\r\n"), ("ended", "newline\r\n")] {
+            let front = try PseudoTerminal.run(try builtFront(), ["get", service, item], environment: environment())
+            let full = try PseudoTerminal.run(builtKC, ["get", service, item], environment: environment())
+            XCTAssertEqual(front.status, 0, "\(front)")
+            XCTAssertEqual(front.output, shown, "\(item)")
+            XCTAssertEqual(front.output, full.output, "\(item)")
+            XCTAssertEqual(front.status, full.status, "\(item)")
+        }
+    }
+
+    func testOutputThatCannotBeWrittenIsReportedAsTheFullKcReportsIt() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("s3cret", forKey: "token")
+        let state = { try ServiceState(service) }
+        // Standard output closed, and a pipe whose reader has gone.
+        let closed = try assertSame(words("get", service, "token"), served: true, redirections: ">&-", state: state)
+        XCTAssertEqual(closed.result.status, 2, "\(closed.result)")
+        XCTAssertEqual(closed.result.standardError, "kc: cannot write to standard output\n")
+        guard programExists("python3") else { throw XCTSkip("python3 is needed to make a pipe without a reader") }
+        // A pipe whose read end is closed, SIGPIPE at its default action (python ignores it).
+        let noReader = "exec python3 -c 'import os, signal, sys; r, w = os.pipe(); os.close(r); os.dup2(w, 1); "
+            + "signal.signal(signal.SIGPIPE, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])'"
+        let broken = try assertSame(words("get", service, "token"), served: true, prefix: noReader, state: state)
+        XCTAssertNotEqual(broken.result.status, 0, "\(broken.result)")
+    }
+
+    // MARK: What the front hands to the full kc
+
+    func testEverythingButAHitAtHomeIsHandedToTheFullKcUnchanged() throws {
+        let service = uniqueService(), absent = service + ".absent"
+        let keychain = try Keychain(service: service)
+        try keychain.set("v", forKey: "token")
+        try keychain.accessibility(.afterFirstUnlock).set("afu", forKey: "deep")
+        try keychain.accessibility(.always).set("al", forKey: "kept")
+        try keychain.accessibility(.whenUnlockedThisDeviceOnly).set("local", forKey: "here")
+        let group = try XCTUnwrap(getgrgid(getgid()).map { String(cString: $0.pointee.gr_name) }, "the primary group has a name")
+        let me = String(getuid())
+        let state = { try ServiceState(service) }
+        let handedOver: [[String]] = [
+            // Misses at home: the full kc looks at the other levels (and the vault).
+            ["get", service, "deep"], ["get", service, "kept"], ["get", service, "here"],
+            ["get", service, "missing"], ["get", "-q", service, "missing"], ["get", "--quiet", "--", absent, "missing"],
+            // Names the full kc refuses, in its words.
+            ["get", service, ""], ["get", "", "token"], ["get", service, "a/b"], ["get", ".", "token"], ["get", service, ".."],
+            ["get", service, String(repeating: "x", count: 256)], ["get", String(repeating: "s", count: 256), "token"],
+            // Sharing, options and spellings that are not the plain one.
+            ["get", "--group", group, service, "token"], ["get", "--from", me, service, "token"], ["get", "--from=\(me)", service, "token"],
+            ["get", "-q", "-q", service, "token"], ["get", "-q", "--quiet", service, "token"], ["get", "--quiet=yes", service, "token"],
+            ["get", "-", service, "token"], ["get", "--help"], ["get", service], ["get", service, "token", "extra"], ["get"],
+            // Other commands.
+            ["ls", service], ["--version"], ["help", "get"], ["rm", absent, "token"], ["Get", service, "token"], [],
+        ]
+        for arguments in handedOver {
+            let argv = arguments.map { Array($0.utf8) }
+            try assertSame(argv, served: false, state: state)
+        }
+        XCTAssertEqual(try state().items, ["deep@after-first-unlock", "here@when-unlocked+this-device-only", "kept@always", "token@when-unlocked"])
+    }
+
+    func testTheReadAuditIsTheFullKcs() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("audited", forKey: "token")
+        for value in ["1", "0", ""] {
+            let (result, _) = try assertSame(words("get", service, "token"), served: false, environment: environment(["KC_AUDIT": value]),
+                                             state: { try ServiceState(service) })
+            XCTAssertEqual(result.output, "audited", "KC_AUDIT=\(value): \(result)")
+        }
+    }
+
+    func testTheHelpersNamesAreTheFullKcsWhateverTheArguments() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("v", forKey: "token")
+        let state = { try ServiceState(service) }
+        for name in ["git-credential-kc", "docker-credential-kc", "/usr/local/bin/git-credential-kc"] {
+            try assertSame(words("get", service, "token"), served: false, input: Array("protocol=https\nhost=kc.invalid\n\n".utf8),
+                           prefix: "exec -a \(name)", state: state)
+        }
+        // Installed, the helpers are links to kc: the front finds kc-full beside the file
+        // the link names, not beside the link.
+        let link = folder + "/git-credential-kc"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: try builtFront())
+        let helper = try runCommand(link, ["get"], input: Array("protocol=https\nhost=kc.invalid\n\n".utf8), environment: environment())
+        let full = try runCommand("/bin/bash", ["-c", "exec -a git-credential-kc \"$0\" get", builtKC],
+                                  input: Array("protocol=https\nhost=kc.invalid\n\n".utf8), environment: environment())
+        XCTAssertFalse(helper.standardError.contains("cannot run the full kc"), "\(helper)")
+        XCTAssertEqual(helper.status, full.status, "\(helper) vs \(full)")
+        XCTAssertEqual(helper.standardOutput, full.standardOutput)
+        XCTAssertEqual(helper.standardError, full.standardError)
+    }
+
+    /// The front touches nothing before it hands over: `kc exec` still gives its command
+    /// the core-file limit the caller had (the front lowers it only to serve a value).
+    func testTheCallersCoreLimitReachesTheFullKc() throws {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit) == 0, limit.rlim_max >= 1234 * 1024 else {
+            throw XCTSkip("the hard core-file limit is below the 1234 blocks this test asks for")
+        }
+        let service = uniqueService()
+        try Keychain(service: service).set("v", forKey: "token")
+        let (result, _) = try assertSame(words("exec", "--service", service, "--env", "--", "/bin/sh", "-c", "ulimit -c"), served: false,
+                                         prefix: "ulimit -S -c 1234 && exec", state: { try ServiceState(service) })
+        XCTAssertEqual(result.output, "1234\n", "\(result)")
+    }
+
+    /// A service keyring with a mask kc no longer makes is repaired by the full kc before
+    /// it reads; the front hands it over rather than read through it.
+    func testAServiceKeyringWhoseMaskKcRepairsIsHandedOverAndRepaired() throws {
+        let service = uniqueService()
+        try Keychain(service: service).set("v", forKey: "token")
+        let ring = try XCTUnwrap(try sessionKeyring.search(type: "keyring", description: KeyName("kc:") + KeyName(service)))
+        let kcMask = try ring.describe().permissions
+        let possessorAll = KeyPermissions(rawValue: kcMask.rawValue | 0x3f00_0000)
+        let (result, after) = try assertSame(words("get", service, "token"), served: false,
+                                             reset: { try ring.setPermissions(possessorAll) }, state: { try ServiceState(service) })
+        XCTAssertEqual(result.output, "v", "\(result)")
+        XCTAssertEqual(after.masks.first, kcMask.rawValue, "repaired by the full kc")
+    }
+}
+
+/// The vault's cases: the kernel is where values are read from, so a hit is the front's
+/// whatever the vault's state; a miss is the full kc's, which loads the item from an
+/// unlocked vault or says that a locked one holds it.
+final class FrontVaultTests: VaultTestCase {
+    private func assertSame(_ vault: VaultFixture, _ arguments: [String], service: String,
+                            reset: () throws -> Void = {}, file: StaticString = #filePath, line: UInt = #line) throws -> CommandResult {
+        let front = try builtFront()
+        try reset()
+        let viaFront = try runCommand(front, arguments, environment: vault.environment)
+        let frontState = try Keychain(service: service).items().map { "\($0.name)@\($0.accessibility?.name ?? "-")" }
+        let frontVault = try vault.digest()
+        try reset()
+        let viaFull = try runCommand(builtKC, arguments, environment: vault.environment)
+        let fullState = try Keychain(service: service).items().map { "\($0.name)@\($0.accessibility?.name ?? "-")" }
+        XCTAssertEqual(viaFront.status, viaFull.status, "\(arguments): \(viaFront) vs \(viaFull)", file: file, line: line)
+        XCTAssertEqual(viaFront.standardOutput, viaFull.standardOutput, "\(arguments)", file: file, line: line)
+        XCTAssertEqual(viaFront.standardError, viaFull.standardError, "\(arguments)", file: file, line: line)
+        XCTAssertEqual(frontState, fullState, "the kernel after \(arguments)", file: file, line: line)
+        XCTAssertEqual(frontVault, try vault.digest(), "the vault after \(arguments)", file: file, line: line)
+        return viaFront
+    }
+
+    func testALockedVaultAndAVaultThatReloadsAreTheFullKcsAndAHitIsTheFronts() throws {
+        _ = try builtFront()
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", "v").status, 0)
+        XCTAssertEqual(try vault.unlock().result.status, 0)
+
+        let hit = try assertSame(vault, ["get", service, "token"], service: service)
+        XCTAssertEqual(hit.output, "v", "\(hit)")
+        // Unlocked, an item the kernel lost is loaded back by the full kc.
+        let reloaded = try assertSame(vault, ["get", "-q", service, "token"], service: service,
+                                      reset: { self.removeServiceKeyrings(KeyName(service)) })
+        XCTAssertEqual(reloaded.output, "v", "\(reloaded)")
+        // Locked, a miss says so, even with -q.
+        XCTAssertEqual(try vault.lock().status, 0)
+        let locked = try assertSame(vault, ["get", "-q", service, "token"], service: service)
+        XCTAssertEqual(locked.status, 1, "\(locked)")
+        XCTAssertTrue(locked.standardError.contains("the vault holds it but is locked; run 'kc unlock'"), "\(locked)")
+    }
+}
+
+/// The front Tools/build-front.sh built beside the full kc, with `kc-full` linked to it;
+/// skips the test where there is none.
+private func builtFront() throws -> String {
+    let folder = URL(fileURLWithPath: builtKC).deletingLastPathComponent().path
+    let front = folder + "/kc-front"
+    guard FileManager.default.isExecutableFile(atPath: front) else {
+        throw XCTSkip("the front was not built (bash Tools/build-front.sh; it needs a Swift toolchain with Embedded Swift)")
+    }
+    guard FileManager.default.isExecutableFile(atPath: folder + "/kc-full") else {
+        throw XCTSkip("no kc-full beside the front (bash Tools/build-front.sh links it)")
+    }
+    return front
+}

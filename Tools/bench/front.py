@@ -1,0 +1,90 @@
+"""Issue 29's prototype: kc's front (Front/, docs/FRONT.md) against the static C floor,
+`keyctl pipe` and the full kc, whole processes, in one run (docs/BENCHMARKS.md).
+
+usage: front.py      (run by front.sh inside a throwaway session keyring: keyctl session -)
+Environment: FRONT (the front, with kc-full beside it), KC (the full kc), RAW_GET (static
+C get), PEAK_RSS (peak_rss), ROUNDS (pairs per row, default 300).
+
+Each row runs its two commands as interleaved pairs (which goes first alternates), and
+reports the median of each side's times and the median of the per-pair ratios. It
+stores what it reads under a service named bench.front and removes it.
+"""
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+FRONT, KC = os.path.abspath(os.environ["FRONT"]), os.path.abspath(os.environ["KC"])
+RAW_GET, PEAK_RSS = os.environ["RAW_GET"], os.environ["PEAK_RSS"]
+ROUNDS = int(os.environ.get("ROUNDS", "300"))
+KEYCTL = shutil.which("keyctl")
+devnull = os.open("/dev/null", os.O_RDWR)
+
+
+def spawn(command, status=0):
+    """Wall time of one whole process, its output to /dev/null; it must exit `status`."""
+    start = time.perf_counter()
+    pid = os.posix_spawn(command[0], command, os.environ,
+                         file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1)])
+    _, result = os.waitpid(pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(result) != status:
+        sys.exit(f"bench: {' '.join(command)} exited {os.waitstatus_to_exitcode(result)}, not {status}")
+    return elapsed
+
+
+def pairs(ours, theirs):
+    """(median of ours, median of theirs, median of ours/theirs) over ROUNDS interleaved pairs."""
+    a, b, ratios = [], [], []
+    for round in range(ROUNDS):
+        if round % 2:
+            y = theirs(); x = ours()
+        else:
+            x = ours(); y = theirs()
+        a.append(x); b.append(y); ratios.append(x / y)
+    return statistics.median(a), statistics.median(b), statistics.median(ratios)
+
+
+def peak_rss(command):
+    """Median peak RSS (KiB) of 5 runs."""
+    return statistics.median(int(subprocess.run([PEAK_RSS] + command, capture_output=True, check=True).stdout)
+                             for _ in range(5))
+
+
+subprocess.run([KC, "set", "bench.front", "token"], input=b"s3cret-value", check=True)
+ring = subprocess.run([KEYCTL, "search", "@s", "keyring", "kc:bench.front"], capture_output=True, check=True).stdout.strip()
+serial = subprocess.run([KEYCTL, "search", ring, "user", "token"], capture_output=True, check=True).stdout.decode().strip()
+floor = lambda: spawn([RAW_GET, "bench.front", "token"])
+pipe = lambda: spawn([KEYCTL, "pipe", serial])
+get = lambda kc, *words, status=0: (lambda: spawn([kc, "get", *words], status))
+
+rows = [
+    ("front `kc get S K`", "static C floor (raw_get.c)", 1.1, pairs(get(FRONT, "bench.front", "token"), floor)),
+    ("front `kc get -q S K`", "static C floor (raw_get.c)", 1.1, pairs(get(FRONT, "-q", "bench.front", "token"), floor)),
+    ("front `kc get S K`", "`keyctl pipe SERIAL`", 1.0, pairs(get(FRONT, "bench.front", "token"), pipe)),
+    ("front `kc get -q S K`", "`keyctl pipe SERIAL`", 1.0, pairs(get(FRONT, "-q", "bench.front", "token"), pipe)),
+    ("full `kc get S K` (today)", "static C floor (raw_get.c)", None, pairs(get(KC, "bench.front", "token"), floor)),
+    ("front `kc get S K`", "full `kc get S K`", None, pairs(get(FRONT, "bench.front", "token"), get(KC, "bench.front", "token"))),
+    ("front `kc get S missing` (a miss: front, then exec of kc-full)", "full `kc get S missing`", None,
+     pairs(get(FRONT, "bench.front", "missing", status=1), get(KC, "bench.front", "missing", status=1))),
+    ("front `kc ls S` (handed over)", "full `kc ls S`", None,
+     pairs(lambda: spawn([FRONT, "ls", "bench.front"]), lambda: spawn([KC, "ls", "bench.front"]))),
+]
+memory = [(f"peak RSS of front `kc get`", peak_rss([FRONT, "get", "bench.front", "token"])),
+          ("peak RSS of full `kc get`", peak_rss([KC, "get", "bench.front", "token"])),
+          ("peak RSS of `keyctl pipe`", peak_rss([KEYCTL, "pipe", serial])),
+          ("peak RSS of the static C floor", peak_rss([RAW_GET, "bench.front", "token"]))]
+subprocess.run([KC, "rm", "bench.front", "token"], check=True)
+
+print(f"| command | median | peer | median | median of ratios | target |")
+print("|---|---|---|---|---|---|")
+for label, peer, target, (ours, theirs, ratio) in rows:
+    verdict = "—" if target is None else (f"≤ {target}: met" if ratio <= target else f"≤ {target}: **not met**")
+    if target is None and ratio >= 1:
+        verdict = f"— (+{(ours - theirs) * 1e3:.2f} ms)"
+    print(f"| {label} | {ours * 1e3:.3f} ms | {peer} | {theirs * 1e3:.3f} ms | {ratio:.2f} | {verdict} |")
+print()
+for label, kib in memory:
+    print(f"- {label}: {kib:.0f} KiB")

@@ -24,10 +24,10 @@ devnull = os.open("/dev/null", os.O_RDWR)
 
 
 def spawn(command, status=0):
-    """Wall time of one whole process, its output to /dev/null; it must exit `status`."""
+    """Wall time of one whole process, its output and messages to /dev/null; it must exit `status`."""
     start = time.perf_counter()
     pid = os.posix_spawn(command[0], command, os.environ,
-                         file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1)])
+                         file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)])
     _, result = os.waitpid(pid, 0)
     elapsed = time.perf_counter() - start
     if os.waitstatus_to_exitcode(result) != status:
@@ -72,7 +72,7 @@ rows = [
     ("front `kc ls S` (handed over)", "full `kc ls S`", None,
      pairs(lambda: spawn([FRONT, "ls", "bench.front"]), lambda: spawn([KC, "ls", "bench.front"]))),
 ]
-memory = [(f"peak RSS of front `kc get`", peak_rss([FRONT, "get", "bench.front", "token"])),
+memory = [("peak RSS of front `kc get`", peak_rss([FRONT, "get", "bench.front", "token"])),
           ("peak RSS of full `kc get`", peak_rss([KC, "get", "bench.front", "token"])),
           ("peak RSS of `keyctl pipe`", peak_rss([KEYCTL, "pipe", serial])),
           ("peak RSS of the static C floor", peak_rss([RAW_GET, "bench.front", "token"]))]

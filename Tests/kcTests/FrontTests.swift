@@ -24,11 +24,7 @@ final class FrontTests: KeyringTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        let front = try builtFront()
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("kc-test-front-\(getpid())-\(name.filter(\.isLetter).suffix(30))").path
-        try? FileManager.default.removeItem(atPath: folder)
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: front, toPath: loneFront)
+        folder = try folderWithTheFrontAlone(for: self)
     }
 
     override func tearDownWithError() throws {
@@ -293,9 +289,25 @@ final class FrontTests: KeyringTestCase {
 /// whatever the vault's state; a miss is the full kc's, which loads the item from an
 /// unlocked vault or says that a locked one holds it.
 final class FrontVaultTests: VaultTestCase {
-    private func assertSame(_ vault: VaultFixture, _ arguments: [String], service: String,
+    private var folder = ""
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        folder = try folderWithTheFrontAlone(for: self)
+    }
+
+    override func tearDownWithError() throws {
+        if !folder.isEmpty { try? FileManager.default.removeItem(atPath: folder) }
+        try super.tearDownWithError()
+    }
+
+    private func assertSame(_ vault: VaultFixture, _ arguments: [String], service: String, served: Bool,
                             reset: () throws -> Void = {}, file: StaticString = #filePath, line: UInt = #line) throws -> CommandResult {
         let front = try builtFront()
+        try reset()
+        let alone = try runCommand(folder + "/kc-front", arguments, environment: vault.environment)
+        XCTAssertEqual(!alone.standardError.contains("kc: cannot run the full kc, "), served,
+                       "\(arguments) should be \(served ? "served by the front" : "handed to the full kc"): \(alone)", file: file, line: line)
         try reset()
         let viaFront = try runCommand(front, arguments, environment: vault.environment)
         let frontState = try Keychain(service: service).items().map { "\($0.name)@\($0.accessibility?.name ?? "-")" }
@@ -312,24 +324,35 @@ final class FrontVaultTests: VaultTestCase {
     }
 
     func testALockedVaultAndAVaultThatReloadsAreTheFullKcsAndAHitIsTheFronts() throws {
-        _ = try builtFront()
         let vault = try makeVault()
         let service = uniqueService()
         XCTAssertEqual(try vault.set(service, "token", "v").status, 0)
         XCTAssertEqual(try vault.unlock().result.status, 0)
 
-        let hit = try assertSame(vault, ["get", service, "token"], service: service)
+        let hit = try assertSame(vault, ["get", service, "token"], service: service, served: true)
         XCTAssertEqual(hit.output, "v", "\(hit)")
         // Unlocked, an item the kernel lost is loaded back by the full kc.
-        let reloaded = try assertSame(vault, ["get", "-q", service, "token"], service: service,
+        let reloaded = try assertSame(vault, ["get", "-q", service, "token"], service: service, served: false,
                                       reset: { self.removeServiceKeyrings(KeyName(service)) })
         XCTAssertEqual(reloaded.output, "v", "\(reloaded)")
         // Locked, a miss says so, even with -q.
         XCTAssertEqual(try vault.lock().status, 0)
-        let locked = try assertSame(vault, ["get", "-q", service, "token"], service: service)
+        let locked = try assertSame(vault, ["get", "-q", service, "token"], service: service, served: false)
         XCTAssertEqual(locked.status, 1, "\(locked)")
         XCTAssertTrue(locked.standardError.contains("the vault holds it but is locked; run 'kc unlock'"), "\(locked)")
     }
+}
+
+/// A new folder of `test`'s holding a copy of the front and no `kc-full`: the copy serves
+/// what the front serves and says it cannot run the full kc for everything else.
+private func folderWithTheFrontAlone(for test: XCTestCase) throws -> String {
+    let front = try builtFront()
+    let folder = FileManager.default.temporaryDirectory
+        .appendingPathComponent("kc-test-front-\(getpid())-\(test.name.filter(\.isLetter).suffix(30))").path
+    try? FileManager.default.removeItem(atPath: folder)
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    try FileManager.default.copyItem(atPath: front, toPath: folder + "/kc-front")
+    return folder
 }
 
 /// The front Tools/build-front.sh built beside the full kc, with `kc-full` linked to it;

@@ -31,7 +31,7 @@ skip() {
 embedded=(-enable-experimental-feature Embedded -wmo -parse-as-library)
 printf '@_cdecl("main") func main() -> Int32 { 0 }\n' > "$work/probe.swift"
 swiftc "${embedded[@]}" -c "$work/probe.swift" -o "$work/probe.o" 2> "$work/probe.log" \
-    || skip "this Swift toolchain cannot compile Embedded Swift here ($(head -1 "$work/probe.log"))"
+    || skip "this Swift toolchain cannot compile Embedded Swift here ($(grep -m1 'error' "$work/probe.log" || head -1 "$work/probe.log"))"
 compiler=$(command -v cc || command -v gcc || command -v clang || true)
 [ -n "$compiler" ] || skip "no C compiler to link with"
 "$compiler" -static -o "$work/probe" "$work/probe.o" -lkeyutils 2> "$work/link.log" \

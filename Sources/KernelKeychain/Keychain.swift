@@ -181,10 +181,11 @@ public struct Keychain: Sendable, Hashable {
     public func withBytes<R>(forKey key: some KeyNameConvertible, _ body: (UnsafeRawBufferPointer) -> R) throws(KeychainError) -> R? {
         let key = key.keyName
         try validateName(key, as: .item)
-        guard let located = try locate(key, in: resolve(forWriting: false), reloading: true) else { return nil }
+        guard let located = try locate(key, in: resolve(forWriting: false), reloading: true, forReading: true) else { return nil }
         do {
             return try located.item.withPayload(body)
         } catch {
+            RecentOwnerChecks.shared.forget(located.ring)
             if error.meansKeyIsGone { return nil }  // removed or expired since the search
             throw KeychainError(error)
         }
@@ -357,16 +358,16 @@ public struct Keychain: Sendable, Hashable {
     /// Finds the item where this keychain resolved to. With `reloading` (a read), an
     /// item of the caller's own that the kernel misses but the vault holds is loaded
     /// back first (see ``Vault/reload(_:in:)``).
-    internal func locate(_ key: KeyName, in rings: ServiceRings, reloading: Bool = false) throws(KeychainError) -> LocatedItem? {
+    internal func locate(_ key: KeyName, in rings: ServiceRings, reloading: Bool = false, forReading: Bool = false) throws(KeychainError) -> LocatedItem? {
         switch rings {
         case .anyService:
             return try Placement.locateInAnyService(key)
         case .shared(let shared):
             return try shared.locate(key, group: accessGroup?.name)
         case .own(let own):
-            if let found = try own.locate(key) { return found }
+            if let found = try own.locate(key, forReading: forReading) { return found }
             guard reloading, try Vault.reloadIfKept(key, in: own.name) else { return nil }
-            return try own.locate(key)
+            return try own.locate(key, forReading: forReading)
         }
     }
 

@@ -18,13 +18,16 @@ extension OwnService {
     /// it; with `exactLevel` the home keyring counts only if it is linked in the home
     /// anchor directly (one more call), so the level found is the item's true level, as
     /// a journal entry needs. Without it a home hit's level is nil (unknown).
-    func locate(_ key: KeyName, exactLevel: Bool = false) throws(KeychainError) -> LocatedItem? {
+    /// `forReading`: only to read the item, so a recent owner check of its keyring
+    /// stands (``RecentOwnerChecks``).
+    func locate(_ key: KeyName, exactLevel: Bool = false, forReading: Bool = false) throws(KeychainError) -> LocatedItem? {
         // The common case, kept free of collections: on this path in a short-lived
         // process the runtime's first generic-type lookups cost more than the syscalls.
         var home: KeySerial? = nil
         var homeInfo: KeyDescription? = nil
         if let anchor = try self.home.anchor.serialForReading(),
-           let found = try ServiceKeyring.findDescribed(service: name, marker: self.home.marker, under: anchor) {
+           let found = try ServiceKeyring.findDescribed(service: name, marker: self.home.marker, under: anchor,
+                                                        trustingRecentCheck: forReading && !exactLevel) {
             home = found.serial
             homeInfo = found.info
             if exactLevel, try !Placement.isLinked(found.serial, in: anchor) { home = nil }

@@ -59,15 +59,21 @@ internal struct ServiceKeyring: Hashable, Sendable {
 
     /// ``find(service:marker:under:)``, with the description it read (nil when the ring
     /// was found in the link list instead).
-    static func findDescribed(service: KeyName, marker: ServiceMarker,
-                              under anchorSerial: KeySerial) throws(KeychainError) -> (serial: KeySerial, info: KeyDescription?)? {
+    ///
+    /// With `trustingRecentCheck` (reads only), a keyring that passed the owner check
+    /// within the last second is not described again (see ``RecentOwnerChecks``); its
+    /// description is then nil.
+    static func findDescribed(service: KeyName, marker: ServiceMarker, under anchorSerial: KeySerial,
+                              trustingRecentCheck: Bool = false) throws(KeychainError) -> (serial: KeySerial, info: KeyDescription?)? {
         let description = marker.keyringDescription(for: service)
         do throws(KeyctlError) {
             guard let found = try anchorSerial.search(type: "keyring", description: description) else { return nil }
+            if trustingRecentCheck, RecentOwnerChecks.shared.passed(found) { return (found, nil) }
             guard let info = try unlessGone({ () throws(KeyctlError) in try found.describe() }),
                   info.uid == geteuid()
             else { return nil }
             try secureIfNeeded(found, info)
+            if !needsSecuring(info) { RecentOwnerChecks.shared.record(found) }
             // A ring whose mask was just repaired is described again when needed.
             return (found, needsSecuring(info) ? nil : info)
         } catch where error.errno == .permissionDenied {

@@ -1,5 +1,6 @@
 """Issue 29's prototype: kc's front (Front/, docs/FRONT.md) against the static C floor,
-`keyctl pipe` and the full kc, whole processes, in one run (docs/BENCHMARKS.md).
+`keyctl` and the full kc, whole processes, in one run (docs/BENCHMARKS.md): a hit, a miss
+without a vault, `kc ls S` without a vault, and a command handed over.
 
 usage: front.py      (run by front.sh inside a throwaway session keyring: keyctl session -)
 Environment: FRONT (the front, with kc-full beside it), KC (the full kc), RAW_GET (static

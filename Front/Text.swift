@@ -64,6 +64,7 @@ struct CText {
     func withCString<Result>(_ body: (UnsafePointer<CChar>) -> Result) -> Result {
         var terminated = bytes
         terminated.append(0)
+        // Never empty (it holds the NUL), so it has a base address.
         return terminated.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) }
         }

@@ -492,6 +492,20 @@ final class FrontVaultTests: VaultTestCase {
         XCTAssertEqual(locked.status, 1, "\(locked)")
         XCTAssertTrue(locked.standardError.contains("the vault holds it but is locked; run 'kc unlock'"), "\(locked)")
     }
+
+    /// A listing with a vault loads what the kernel lacks first (unlocked): the full kc's.
+    func testAListingWithAVaultIsTheFullKcs() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", "v").status, 0)
+        XCTAssertEqual(try vault.unlock().result.status, 0)
+        let listed = try assertSame(vault, ["ls", service], service: service, served: false,
+                                    reset: { self.removeServiceKeyrings(KeyName(service)) })
+        XCTAssertEqual(listed.output, "token\n", "\(listed)")
+        XCTAssertEqual(try vault.lock().status, 0)
+        let locked = try assertSame(vault, ["ls", service], service: service, served: false)
+        XCTAssertEqual(locked.status, 0, "\(locked)")
+    }
 }
 
 /// A new folder of `test`'s holding a copy of the front and no `kc-full`: the copy serves

@@ -1,90 +1,108 @@
 import CFront
 
 // kc's front (docs/FRONT.md): a small program, installed as `kc` with the full kc beside
-// it as `kc-full`, that serves one thing itself: `kc get [-q|--quiet] [--] SERVICE ITEM`
-// when the item is in the service's keyring at its home level, found by the kernel calls
-// the full kc makes. For everything else (another command or spelling, a miss, a name the
-// full kc would refuse, any failure, KC_AUDIT set) it executes the full kc with argv, the
-// environment and the descriptors as they came, having changed nothing, so the full kc
-// says and does what it always did.
+// it as `kc-full`, that serves a few certain cases itself: `kc get [-q] SERVICE ITEM`
+// when the item is in the service's keyring at its home level, or when it is certainly
+// nowhere and there is no vault; and `kc ls SERVICE` when there is no vault. It finds
+// them by the kernel calls the full kc makes. For everything else (another command or
+// spelling, a name the full kc would refuse, a vault, anything the full kc would repair
+// or report, KC_AUDIT set for a get) it executes the full kc with argv, the environment
+// and the descriptors as they came, having changed nothing the full kc could see, so
+// the full kc says and does what it always did.
 //
 // Embedded Swift (Tools/build-front.sh): no runtime to set up before `main`, so a
-// `kc get` served here costs what a static C program costs (docs/BENCHMARKS.md).
+// command served here costs what a static C program costs (docs/BENCHMARKS.md).
 
 @_cdecl("main")
 func main(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
           _ environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32 {
-    // The read audit logs each value written; that is the full kc's to do.
-    if let request = PlainGet(argc: argc, argv: argv), getenv("KC_AUDIT") == nil {
-        request.serveIfAtHome()
+    if let program = argv[0], !isHelperName(program) {
+        // The read audit logs each value written; that is the full kc's to do.
+        if let request = PlainGet(argc: argc, argv: argv), getenv("KC_AUDIT") == nil {
+            request.serveIfAtHome()
+            request.reportIfMissingEverywhere()
+        } else if let request = PlainList(argc: argc, argv: argv) {
+            request.serveIfNoVault()
+        }
     }
     FullKC.run(argv: argv, environment: environment)
 }
 
-/// `kc get [-q|--quiet] [--] SERVICE ITEM` with names the full kc takes as they are:
-/// the one command line the front may serve. The words are read as the full kc's
-/// plain spelling reads them (Sources/kc/PlainCommandLine.swift): the flag at most once,
-/// anywhere before `--`; after `--` every word is a name. `-q` changes only what a miss
-/// prints, and a miss is the full kc's, so it is accepted and not kept.
+/// Installed as git-credential-kc or docker-credential-kc (links to kc), the full kc
+/// is that helper, whatever the arguments.
+private func isHelperName(_ program: UnsafePointer<CChar>) -> Bool {
+    let name = strrchr(program, Int32(UInt8(ascii: "/"))).map { UnsafePointer($0 + 1) } ?? program
+    return strcmp(name, "git-credential-kc") == 0 || strcmp(name, "docker-credential-kc") == 0
+}
+
+/// The names of a plain command line, read as the full kc's plain spelling reads them
+/// (Sources/kc/PlainCommandLine.swift): `flag` (`-q`/`--quiet` for get) at most once,
+/// anywhere before `--`; after `--` every word is a name. Nil for anything else.
+private func plainNames(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, command: StaticString,
+                        count: Int, takesQuiet: Bool) -> (names: [UnsafePointer<CChar>], quiet: Bool)? {
+    guard argc >= 2, let word = argv[1], strcmp(word, UnsafeRawPointer(command.utf8Start).assumingMemoryBound(to: CChar.self)) == 0
+    else { return nil }
+    var names: [UnsafePointer<CChar>] = []
+    var quiet = false, optionsEnded = false
+    for index in 2..<Int(argc) {
+        guard let word = argv[index].map({ UnsafePointer($0) }) else { return nil }
+        if !optionsEnded && word[0] == CChar(UInt8(ascii: "-")) {
+            if strcmp(word, "--") == 0 {
+                optionsEnded = true
+            } else if takesQuiet && !quiet && (strcmp(word, "-q") == 0 || strcmp(word, "--quiet") == 0) {
+                quiet = true
+            } else {
+                return nil  // --group, --from, --help, a repeated -q, --quiet=...
+            }
+        } else {
+            guard names.count < count, isPlainName(word) else { return nil }
+            names.append(word)
+        }
+    }
+    return names.count == count ? (names, quiet) : nil
+}
+
+/// A name the full kc accepts without a word (DESIGN §3): 1–255 bytes, no `/`, not
+/// `.` or `..` (a word of argv cannot hold a NUL). Any other is the full kc's to refuse.
+private func isPlainName(_ name: UnsafePointer<CChar>) -> Bool {
+    let length = strnlen(name, 256)
+    return length >= 1 && length <= 255 && strchr(name, Int32(UInt8(ascii: "/"))) == nil
+        && strcmp(name, ".") != 0 && strcmp(name, "..") != 0
+}
+
+/// The full kc finds a service's items only where this holds; elsewhere it anchors
+/// differently (a user namespace) or may load from the vault (one exists, or its place
+/// cannot be told without the password database).
+private func hasNoVaultOutsideNamespaces(checkingStash: Bool) -> Bool {
+    guard UserNamespace.isInitial, let root = Vault.defaultRoot, Vault.isAbsent(at: root) else { return false }
+    return !checkingStash || Vault.stashSearchIsPlain(at: root)
+}
+
+/// `kc get [-q|--quiet] [--] SERVICE ITEM` with names the full kc takes as they are.
 struct PlainGet {
     let service: UnsafePointer<CChar>
     let item: UnsafePointer<CChar>
+    /// `-q`: a miss prints nothing.
+    let quiet: Bool
 
     init?(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
-        guard argc >= 4, let program = argv[0], !Self.isHelperName(program),
-              let command = argv[1], strcmp(command, "get") == 0 else { return nil }
-        var service: UnsafePointer<CChar>? = nil, item: UnsafePointer<CChar>? = nil
-        var quiet = false, optionsEnded = false
-        for index in 2..<Int(argc) {
-            guard let word = argv[index].map({ UnsafePointer($0) }) else { return nil }
-            if !optionsEnded && word[0] == CChar(UInt8(ascii: "-")) {
-                if strcmp(word, "--") == 0 {
-                    optionsEnded = true
-                } else if !quiet && (strcmp(word, "-q") == 0 || strcmp(word, "--quiet") == 0) {
-                    quiet = true
-                } else {
-                    return nil  // --group, --from, --help, a repeated -q, --quiet=...
-                }
-            } else if service == nil {
-                service = word
-            } else if item == nil {
-                item = word
-            } else {
-                return nil
-            }
-        }
-        guard let service, let item, Self.isPlainName(service), Self.isPlainName(item) else { return nil }
-        self.service = service
-        self.item = item
-    }
-
-    /// Installed as git-credential-kc or docker-credential-kc (links to kc), the full kc
-    /// is that helper, whatever the arguments.
-    private static func isHelperName(_ program: UnsafePointer<CChar>) -> Bool {
-        let name = strrchr(program, Int32(UInt8(ascii: "/"))).map { UnsafePointer($0 + 1) } ?? program
-        return strcmp(name, "git-credential-kc") == 0 || strcmp(name, "docker-credential-kc") == 0
-    }
-
-    /// A name the full kc accepts without a word (DESIGN §3): 1–255 bytes, no `/`, not
-    /// `.` or `..` (a word of argv cannot hold a NUL). Any other is the full kc's to refuse.
-    private static func isPlainName(_ name: UnsafePointer<CChar>) -> Bool {
-        let length = strnlen(name, 256)
-        return length >= 1 && length <= 255 && strchr(name, Int32(UInt8(ascii: "/"))) == nil
-            && strcmp(name, ".") != 0 && strcmp(name, "..") != 0
+        guard let line = plainNames(argc: argc, argv: argv, command: "get", count: 2, takesQuiet: true) else { return nil }
+        service = line.names[0]
+        item = line.names[1]
+        quiet = line.quiet
     }
 
     /// Writes the item's value and exits, as the full kc's `kc get` does on a hit
     /// (Sources/kc/Get.swift), if the item is in the service's keyring at its home level.
     /// Otherwise returns, having changed nothing the full kc could see.
     func serveIfAtHome() {
-        guard let ring = HomeKeyring.find(service: service) else { return }
-        let key = keyctl_search(ring, "user", item, 0)
-        guard key > 0 else { return }
+        guard case .found(let ring) = ServiceKeyrings.find(service, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING),
+              case .found(let key) = Search(in: ring, type: "user", description: item) else { return }
         let callersLimit = CoreDumps.disable()
         // A `user` key holds at most 32767 bytes: one read takes any value whole.
         withUnsafeTemporaryAllocation(byteCount: 32768, alignment: 8) { buffer in
             guard let base = buffer.baseAddress else { return }
-            let length = keyctl_read(key_serial_t(truncatingIfNeeded: key), base.assumingMemoryBound(to: CChar.self), buffer.count)
+            let length = keyctl_read(key, base.assumingMemoryBound(to: CChar.self), buffer.count)
             guard length >= 0 && length <= buffer.count else {
                 if length > 0 { explicit_bzero(base, buffer.count) }
                 CoreDumps.restore(callersLimit)
@@ -103,85 +121,116 @@ struct PlainGet {
         }
     }
 
+    /// Says so and exits 1, as the full kc's `kc get` does on a miss, if the item is
+    /// certainly nowhere: there is no vault to load it from (the full kc's
+    /// `Vault.reloadIfKept`), and the full kc's probe of every level
+    /// (`OwnService.locate`: the home keyring, then each anchor's service keyrings)
+    /// finds no keyring it would repair or could not read and no such item in any.
+    /// Otherwise returns.
+    func reportIfMissingEverywhere() {
+        guard hasNoVaultOutsideNamespaces(checkingStash: false) else { return }
+        let missing = ServiceKeyrings.probe(service) { ring, _ in
+            // Every keyring found is searched, linked directly or not (the full kc
+            // searches those and the home one): a hit anywhere is the full kc's.
+            if case .absent = Search(in: ring, type: "user", description: item) { return true }
+            return false
+        }
+        guard missing else { return }
+        if !quiet {
+            var line = CText()
+            line.append("kc: no item '")
+            line.appendShown(item)
+            line.append("' in service '")
+            line.appendShown(service)
+            line.append("'; list the items with 'kc ls ")
+            line.appendShown(service)
+            line.append("'\n")
+            line.bytes.withUnsafeBytes { _ = StandardStream.write($0, to: 2) }
+        }
+        exit(1)
+    }
+
     private var newline: UnsafeRawBufferPointer {
         let text: StaticString = "\n"
         return UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
     }
 }
 
-/// The service's keyring at its home level, as the full kc finds it for a read
-/// (Sources/KernelKeychain/Placement/ServiceKeyring.swift, `findDescribed`): a search of
-/// the session keyring for `kc:SERVICE`, then the owner check.
-enum HomeKeyring {
-    /// The keyring, if it is the caller's own (its uid is this process's effective uid)
-    /// and has the masks kc gives its keyrings. Nil where the full kc would do anything
-    /// else: no such keyring, another uid's, one whose masks it would repair, an error.
-    static func find(service: UnsafePointer<CChar>) -> key_serial_t? {
-        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 3 + 255 + 1) { description -> key_serial_t? in
-            guard let base = description.baseAddress else { return nil }
-            strcpy(base, "kc:")
-            strcat(base, service)  // at most 255 bytes (PlainGet)
-            let ring = keyctl_search(KEY_SPEC_SESSION_KEYRING, "keyring", base, 0)
-            guard ring > 0 else { return nil }
-            let serial = key_serial_t(truncatingIfNeeded: ring)
-            return isOwnAsKcMakesIt(serial) ? serial : nil
+/// `kc ls [--] SERVICE` with a name the full kc takes as it is.
+struct PlainList {
+    let service: UnsafePointer<CChar>
+
+    init?(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
+        guard let line = plainNames(argc: argc, argv: argv, command: "ls", count: 1, takesQuiet: false) else { return nil }
+        service = line.names[0]
+    }
+
+    /// Lists the service's item names and exits, as the full kc's plain `kc ls SERVICE`
+    /// does (Sources/kc/List.swift, `listItemNames`), when there is no vault (which would
+    /// load missing items first) and every call is answered as the full kc takes it
+    /// without a change: the probe of every level's service keyrings, and in each one
+    /// linked directly in its anchor, each key described (the caller's own; other
+    /// uids' and expired ones the full kc unlinks) and each `user` key's size read.
+    /// The names are sorted by their bytes, one per line, exact; at a terminal the full
+    /// kc escapes names with bytes it would change, so those are its own to show.
+    /// Otherwise returns, having changed nothing the full kc could see.
+    func serveIfNoVault() {
+        guard hasNoVaultOutsideNamespaces(checkingStash: true) else { return }
+        var names: [[UInt8]] = []
+        var serviceExists = false
+        let certain = ServiceKeyrings.probe(service) { ring, linkedDirectly in
+            serviceExists = true
+            return !linkedDirectly || Self.appendItemNames(of: ring, to: &names)
         }
-    }
-
-    /// `keyctl_describe` gives `type;uid;gid;perm;description`. The keyring is used only
-    /// if its uid is the caller's and its mask grants possessors nothing and the group
-    /// neither write nor search (the full kc repairs any other mask before it reads).
-    private static func isOwnAsKcMakesIt(_ ring: key_serial_t) -> Bool {
-        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 512) { text -> Bool in
-            guard let base = text.baseAddress else { return false }
-            let length = keyctl_describe(ring, base, text.count)
-            guard length > 0 && length <= text.count else { return false }
-            var fields = DescribeFields(base)
-            guard fields.skip(),  // type
-                  let uid = fields.number(radix: 10), uid == UInt64(geteuid()),
-                  fields.skip(),  // gid
-                  let permissions = fields.number(radix: 16)
-            else { return false }
-            let possessor = (permissions >> 24) & 0x3f, group = (permissions >> 8) & 0x3f
-            let groupWriteOrSearch: UInt64 = 0x04 | 0x08
-            return possessor == 0 && group & groupWriteOrSearch == 0
+        guard certain else { return }
+        if names.isEmpty && !serviceExists {
+            var line = CText()
+            line.append("kc: no service '")
+            line.appendShown(service)
+            line.append("'; list the services with 'kc ls'\n")
+            line.bytes.withUnsafeBytes { _ = StandardStream.write($0, to: 2) }
+            exit(1)
         }
+        names.sort { $0.lexicographicallyPrecedes($1) }
+        var output = CText()
+        for name in names {
+            output.append(name)
+            output.append("\n")
+        }
+        // `ReadAudit.mayEscape`, name by name (a name may hold a newline).
+        let mayEscape = names.contains { name in
+            name.contains { $0 < 0x20 || $0 == 0x7f || $0 == UInt8(ascii: "\\") || $0 >= 0x80 }
+        }
+        if mayEscape && isatty(1) == 1 { return }
+        guard output.bytes.withUnsafeBytes({ StandardStream.write($0, to: 1) }) else {
+            let error = CFront_errno()
+            StandardStream.report("kc: cannot write to standard output: ", strerror(error), "\n")
+            exit(2)
+        }
+        exit(0)
     }
-}
 
-/// The `;`-separated fields at the head of a describe string, read one by one.
-struct DescribeFields {
-    private var position: UnsafePointer<CChar>
-
-    init(_ text: UnsafePointer<CChar>) { position = text }
-
-    /// Passes over the next field; false if there is no `;` after it.
-    mutating func skip() -> Bool {
-        guard let end = strchr(position, Int32(UInt8(ascii: ";"))) else { return false }
-        position = UnsafePointer(end + 1)
-        return true
-    }
-
-    /// The next field as an unsigned number of at most 8 digits (a uid, a mask), or nil
-    /// for anything else (an empty field, `-1`, a field not ended by `;`).
-    mutating func number(radix: UInt64) -> UInt64? {
-        var value: UInt64 = 0, digits = 0
-        while position[0] != CChar(UInt8(ascii: ";")) {
-            let byte = UInt8(bitPattern: position[0])
-            let digit: UInt64
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt64(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt64(byte - UInt8(ascii: "a")) + 10
-            default: return nil  // also the NUL at the end
+    /// Appends the names of the `user` keys linked in `ring` that are the caller's and
+    /// can be read (`ServiceRings.itemNames(checkingSize: true)`); false where the full
+    /// kc would unlink a key, link the user keyring, or report an error.
+    private static func appendItemNames(of ring: key_serial_t, to names: inout [[UInt8]]) -> Bool {
+        guard let keys = ServiceKeyrings.linkedKeys(of: ring) else { return false }
+        for key in keys {
+            let described: (isUser: Bool, name: [UInt8])?? = KeyDescription.read(key) { fields in
+                let isUser = fields.skip(ifEqualTo: "user")
+                guard isUser || fields.skip(),
+                      let uid = fields.number(radix: 10), uid == UInt64(geteuid()),
+                      fields.number(radix: 10) != nil,  // gid
+                      fields.number(radix: 16) != nil  // mask
+                else { return nil }
+                return (isUser, Array(UnsafeRawBufferPointer(start: fields.position, count: strlen(fields.position))))
             }
-            guard digit < radix, digits < 10 else { return nil }
-            value = value * radix + digit
-            digits += 1
-            position += 1
+            guard let described, let described else { return false }
+            guard described.isUser else { continue }
+            guard keyctl_read(key, nil, 0) >= 0 else { return false }
+            names.append(described.name)
         }
-        guard digits > 0 else { return nil }
-        position += 1
-        return value
+        return true
     }
 }
 

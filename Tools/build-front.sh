@@ -37,7 +37,7 @@ compiler=$(command -v cc || command -v gcc || command -v clang || true)
 "$compiler" -static -o "$work/probe" "$work/probe.o" -lkeyutils 2> "$work/link.log" \
     || skip "no static libkeyutils or libc to link against (libkeyutils-dev, libc6-dev): $(head -1 "$work/link.log")"
 
-swiftc "${embedded[@]}" -Osize -I "$root/Front/CFront" -c "$root/Front/Front.swift" -o "$work/front.o"
+swiftc "${embedded[@]}" -Osize -I "$root/Front/CFront" -c "$root"/Front/*.swift -o "$work/front.o"
 mkdir -p "$bin"
 "$compiler" -static -s -o "$bin/kc-front" "$work/front.o" -lkeyutils
 ln -sfn kc "$bin/kc-full"

@@ -4,6 +4,7 @@
 // The C that kc's front (Front/Front.swift) calls: libkeyutils and a few libc calls.
 // Linked statically by Tools/build-front.sh; no Swift runtime beyond Embedded Swift's.
 #include <errno.h>
+#include <fcntl.h>
 #include <keyutils.h>
 #include <limits.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 // errno is a macro over a thread-local, which Swift cannot read.
@@ -22,6 +24,16 @@ static inline int CFront_errno(void) {
 // kc does before it reads a value (Sources/kc/CoreDumps.swift).
 static inline int CFront_disable_dumping(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+// open(2) of a path with O_PATH | O_NOFOLLOW | O_CLOEXEC, as the full kc opens the vault's
+// folder to tell whether it exists: O_PATH is a GNU extension that this header's
+// includes do not define without _GNU_SOURCE. Returns the descriptor, or -1 with errno.
+#ifndef O_PATH
+#define O_PATH 010000000
+#endif
+static inline int CFront_open_path(const char *path) {
+    return open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 }
 
 #endif

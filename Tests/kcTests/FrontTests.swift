@@ -142,8 +142,8 @@ final class FrontTests: KeyringTestCase {
         try Keychain(service: service).set([0x80, 0x81], forKey: item)
         let (result, _) = try assertSame([Array("get".utf8), service.bytes, item.bytes], served: true, state: { try ServiceState(service) })
         XCTAssertEqual(result.standardOutput, [0x80, 0x81])
-        let missing = try assertSame([Array("get".utf8), service.bytes, Array("key".utf8) + [0xfd]], served: false,
-                                     state: { try ServiceState(service) })
+        let missing = try assertSame([Array("get".utf8), service.bytes, Array("key".utf8) + [0xfd]], served: true,
+                                     environment: environment(["XDG_DATA_HOME": folder + "/no-vault"]), state: { try ServiceState(service) })
         XCTAssertEqual(missing.result.status, 1, "\(missing.result)")
     }
 
@@ -205,9 +205,8 @@ final class FrontTests: KeyringTestCase {
         let me = String(getuid())
         let state = { try ServiceState(service) }
         let handedOver: [[String]] = [
-            // Misses at home: the full kc looks at the other levels (and the vault).
+            // Misses at home that are hits at another level: the full kc finds them there.
             ["get", service, "deep"], ["get", service, "kept"], ["get", service, "here"],
-            ["get", service, "missing"], ["get", "-q", service, "missing"], ["get", "--quiet", "--", absent, "missing"],
             // Names the full kc refuses, in its words.
             ["get", service, ""], ["get", "", "token"], ["get", service, "a/b"], ["get", ".", "token"], ["get", service, ".."],
             ["get", service, String(repeating: "x", count: 256)], ["get", String(repeating: "s", count: 256), "token"],
@@ -216,7 +215,8 @@ final class FrontTests: KeyringTestCase {
             ["get", "-q", "-q", service, "token"], ["get", "-q", "--quiet", service, "token"], ["get", "--quiet=yes", service, "token"],
             ["get", "-", service, "token"], ["get", "--help"], ["get", service], ["get", service, "token", "extra"], ["get"],
             // Other commands.
-            ["ls", service], ["--version"], ["help", "get"], ["rm", absent, "token"], ["Get", service, "token"], [],
+            ["ls", "-l", service], ["ls", "--long", service], ["ls", "--json", service], ["ls"], ["ls", service, "extra"],
+            ["ls", "--group", group, service], ["--version"], ["help", "get"], ["rm", absent, "token"], ["Get", service, "token"], [],
         ]
         for arguments in handedOver {
             let argv = arguments.map { Array($0.utf8) }
@@ -283,6 +283,157 @@ final class FrontTests: KeyringTestCase {
         XCTAssertEqual(result.output, "v", "\(result)")
         XCTAssertEqual(after.masks.first, kcMask.rawValue, "repaired by the full kc")
     }
+
+    // MARK: A miss without a vault
+
+    /// An environment whose vault folder does not exist: a miss in the kernel is final.
+    private var withoutVault: [String: String] { environment(["XDG_DATA_HOME": folder + "/no-vault"]) }
+
+    /// A service with an item at every level, so a miss probes every anchor's keyrings.
+    private func serviceAtEveryLevel() throws -> String {
+        let service = uniqueService("front-levels")
+        let keychain = try Keychain(service: service)
+        try keychain.set("v", forKey: "token")
+        try keychain.accessibility(.afterFirstUnlock).set("afu", forKey: "deep")
+        try keychain.accessibility(.always).set("al", forKey: "kept")
+        try keychain.accessibility(.whenUnlockedThisDeviceOnly).set("local", forKey: "here")
+        return service
+    }
+
+    func testAMissWithoutAVaultIsServedWithTheFullKcsMessage() throws {
+        let service = try serviceAtEveryLevel(), absent = service + ".absent"
+        let state = { try ServiceState(service) }
+        for arguments in [["get", service, "missing"], ["get", "-q", service, "missing"], ["get", service, "missing", "--quiet"],
+                          ["get", "--quiet", "--", absent, "missing"], ["get", "--", service, "-q"], ["get", absent, "token"]] {
+            let (result, _) = try assertSame(arguments.map { Array($0.utf8) }, served: true, environment: withoutVault, state: state)
+            XCTAssertEqual(result.status, 1, "\(arguments): \(result)")
+            XCTAssertEqual(result.standardOutput, [], "\(arguments)")
+        }
+        let (said, _) = try assertSame(words("get", service, "missing"), served: true, environment: withoutVault, state: state)
+        XCTAssertEqual(said.standardError, "kc: no item 'missing' in service '\(service)'; list the items with 'kc ls \(service)'\n")
+        let (quiet, _) = try assertSame(words("get", "-q", service, "missing"), served: true, environment: withoutVault, state: state)
+        XCTAssertEqual(quiet.standardError, "")
+        // Found through HOME too, when XDG_DATA_HOME is not set.
+        let home = folder + "/home"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        var homeOnly = environment(["HOME": home])
+        homeOnly["XDG_DATA_HOME"] = nil
+        try assertSame(words("get", "-q", service, "missing"), served: true, environment: homeOnly, state: state)
+    }
+
+    func testAMissShowsNamesThatAreNotUTF8AsTheFullKcDoes() throws {
+        let service = uniqueServiceName(endingWith: [0xff, 0x01, 0x5c])
+        try Keychain(service: service).set("v", forKey: "token")
+        let get = Array("get".utf8)
+        // Overlong, surrogate, cut short, beyond U+10FFFF, valid multi-byte, a control byte.
+        for item: [UInt8] in [[0xc0, 0xaf], [0xed, 0xa0, 0x80], [0x61, 0xe2, 0x82], [0xf4, 0x90, 0x80, 0x80], Array("é€😀".utf8),
+                              [0x01, 0x7f, 0x5c, 0x78], [0xe0, 0x9f, 0x80], [0xf0, 0x8f, 0xbf, 0xbf], [0xc3, 0xa9, 0xff]] {
+            let (result, _) = try assertSame([get, service.bytes, item], served: true, environment: withoutVault,
+                                             state: { try ServiceState(service) })
+            XCTAssertEqual(result.status, 1, "\(item): \(result)")
+        }
+    }
+
+    func testAMissIsTheFullKcsWhereAVaultMayHoldIt() throws {
+        let service = try serviceAtEveryLevel()
+        let state = { try ServiceState(service) }
+        // A folder where the vault would be (not a vault yet, to the full kc): the full kc's to tell.
+        let data = folder + "/data"
+        try FileManager.default.createDirectory(atPath: data + "/kc", withIntermediateDirectories: true)
+        try assertSame(words("get", service, "missing"), served: false, environment: environment(["XDG_DATA_HOME": data]), state: state)
+        // A file or a link there: the same.
+        let linked = folder + "/linked"
+        try FileManager.default.createDirectory(atPath: linked, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: linked + "/kc", withDestinationPath: folder + "/nowhere")
+        try assertSame(words("get", service, "missing"), served: false, environment: environment(["XDG_DATA_HOME": linked]), state: state)
+        // No XDG_DATA_HOME, and a HOME that is another user's: the full kc looks the home up.
+        let others = folder + "/others"
+        try FileManager.default.createDirectory(atPath: others, withIntermediateDirectories: true)
+        XCTAssertEqual(chown(others, 65534, 65534), 0)
+        var elsewhere = environment(["HOME": others])
+        elsewhere["XDG_DATA_HOME"] = nil
+        try assertSame(words("get", "-q", service, "missing"), served: false, environment: elsewhere, state: state)
+        var homeless = environment()
+        homeless["XDG_DATA_HOME"] = nil
+        homeless["HOME"] = nil
+        try assertSame(words("get", "-q", service, "missing"), served: false, environment: homeless, state: state)
+    }
+
+    /// A keyring at another level whose mask kc repairs: the full kc repairs it on the way.
+    func testAMissPastAKeyringWhoseMaskKcRepairsIsHandedOver() throws {
+        let service = try serviceAtEveryLevel()
+        let ring = try XCTUnwrap(try SpecialKeyring.user.serial.search(type: "keyring", description: KeyName("kc:") + KeyName(service)))
+        let kcMask = try ring.describe().permissions
+        let possessorAll = KeyPermissions(rawValue: kcMask.rawValue | 0x3f00_0000)
+        let (result, after) = try assertSame(words("get", "-q", service, "missing"), served: false, environment: withoutVault,
+                                             reset: { try ring.setPermissions(possessorAll) }, state: { try ServiceState(service) })
+        XCTAssertEqual(result.status, 1, "\(result)")
+        XCTAssertEqual(after.masks.last, kcMask.rawValue, "repaired by the full kc")
+    }
+
+    // MARK: kc ls SERVICE without a vault
+
+    func testAListingWithoutAVaultIsServedExactlyAsTheFullKcPrintsIt() throws {
+        let service = try serviceAtEveryLevel(), absent = service + ".absent"
+        let keychain = try Keychain(service: service)
+        let names: [[UInt8]] = [Array("b".utf8), Array("a".utf8), Array("B".utf8), Array("é".utf8), [0x61, 0xff], Array("line\nbreak".utf8),
+                                Array("sp ace".utf8), Array("back\\slash".utf8), Array("-q".utf8)]
+        for name in names { try keychain.set("v", forKey: KeyName(bytes: name)) }
+        // A keyring inside the service keyring is not an item.
+        let home = try XCTUnwrap(try sessionKeyring.search(type: "keyring", description: KeyName("kc:") + KeyName(service)))
+        let nested = try KeySerial.add(type: "keyring", description: KeyName("nested"), payload: nil, into: home)
+        try nested.setPermissions(.ownerOnly)
+        let state = { try ServiceState(service) }
+        let all: [[UInt8]] = names + ["deep", "here", "kept", "token"].map { Array($0.utf8) }
+        let expected: [UInt8] = all.sorted { $0.lexicographicallyPrecedes($1) }.flatMap { $0 + [0x0a] }
+        for spelling in [words("ls", service), words("ls", "--", service), words("ls", service, "--")] {
+            let (result, _) = try assertSame(spelling, served: true, environment: withoutVault, state: state)
+            XCTAssertEqual(result.status, 0, "\(result)")
+            XCTAssertEqual(result.standardOutput, expected, "sorted by bytes, exact")
+            XCTAssertEqual(result.standardError, "")
+        }
+        let missing = try assertSame(words("ls", absent), served: true, environment: withoutVault, state: state)
+        XCTAssertEqual(missing.result.status, 1)
+        XCTAssertEqual(missing.result.standardError, "kc: no service '\(absent)'; list the services with 'kc ls'\n")
+        let closed = try assertSame(words("ls", service), served: true, environment: withoutVault, redirections: ">&-", state: state)
+        XCTAssertEqual(closed.result.status, 2, "\(closed.result)")
+        XCTAssertEqual(closed.result.standardError, "kc: cannot write to standard output: Bad file descriptor\n")
+        // A vault folder, or flags: the full kc's.
+        let data = folder + "/data"
+        try FileManager.default.createDirectory(atPath: data + "/kc", withIntermediateDirectories: true)
+        try assertSame(words("ls", service), served: false, environment: environment(["XDG_DATA_HOME": data]), state: state)
+    }
+
+    func testAnEmptyServiceIsListedAsEmptyAndANonUTF8OneNamedAsTheFullKcNamesIt() throws {
+        let service = uniqueService()
+        let ring = try KeySerial.add(type: "keyring", description: KeyName("kc:") + KeyName(service), payload: nil, into: sessionKeyring)
+        try ring.setPermissions(.ownerOnly)
+        let (empty, _) = try assertSame(words("ls", service), served: true, environment: withoutVault, state: { try ServiceState(service) })
+        XCTAssertEqual(empty.status, 0, "\(empty)")
+        XCTAssertEqual(empty.standardOutput, [])
+        let odd = uniqueServiceName(endingWith: [0xfe, 0x0a])
+        let (missing, _) = try assertSame([Array("ls".utf8), odd.bytes], served: true, environment: withoutVault, state: { try ServiceState(odd) })
+        XCTAssertEqual(missing.status, 1, "\(missing)")
+    }
+
+    /// At a terminal the full kc escapes a name that could fake a line or send escapes:
+    /// a listing with such a name is its own; one without is the front's, byte for byte.
+    func testATerminalGetsTheSameListingFromBoth() throws {
+        let service = uniqueService()
+        let keychain = try Keychain(service: service)
+        try keychain.set("v", forKey: "plain")
+        try keychain.set("v", forKey: "with space")
+        let plain = try PseudoTerminal.run(loneFront, ["ls", service], environment: withoutVault)
+        XCTAssertEqual(plain.output, "plain\r\nwith space\r\n", "served by the front alone: \(plain)")
+        XCTAssertEqual(plain.output, try PseudoTerminal.run(builtKC, ["ls", service], environment: withoutVault).output)
+        try keychain.set("v", forKey: "tab\there")
+        let escaped = try PseudoTerminal.run(loneFront, ["ls", service], environment: withoutVault)
+        XCTAssertTrue(escaped.output.contains("cannot run the full kc"), "handed over: \(escaped)")
+        let viaFront = try PseudoTerminal.run(try builtFront(), ["ls", service], environment: withoutVault)
+        let full = try PseudoTerminal.run(builtKC, ["ls", service], environment: withoutVault)
+        XCTAssertEqual(viaFront.output, full.output)
+        XCTAssertEqual(full.output, "plain\r\ntab\\x09here\r\nwith space\r\n")
+    }
 }
 
 /// The vault's cases: the kernel is where values are read from, so a hit is the front's
@@ -340,6 +491,20 @@ final class FrontVaultTests: VaultTestCase {
         let locked = try assertSame(vault, ["get", "-q", service, "token"], service: service, served: false)
         XCTAssertEqual(locked.status, 1, "\(locked)")
         XCTAssertTrue(locked.standardError.contains("the vault holds it but is locked; run 'kc unlock'"), "\(locked)")
+    }
+
+    /// A listing with a vault loads what the kernel lacks first (unlocked): the full kc's.
+    func testAListingWithAVaultIsTheFullKcs() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", "v").status, 0)
+        XCTAssertEqual(try vault.unlock().result.status, 0)
+        let listed = try assertSame(vault, ["ls", service], service: service, served: false,
+                                    reset: { self.removeServiceKeyrings(KeyName(service)) })
+        XCTAssertEqual(listed.output, "token\n", "\(listed)")
+        XCTAssertEqual(try vault.lock().status, 0)
+        let locked = try assertSame(vault, ["ls", service], service: service, served: false)
+        XCTAssertEqual(locked.status, 0, "\(locked)")
     }
 }
 

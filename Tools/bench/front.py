@@ -1,5 +1,6 @@
 """Issue 29's prototype: kc's front (Front/, docs/FRONT.md) against the static C floor,
-`keyctl pipe` and the full kc, whole processes, in one run (docs/BENCHMARKS.md).
+`keyctl` and the full kc, whole processes, in one run (docs/BENCHMARKS.md): a hit, a miss
+without a vault, `kc ls S` without a vault, and a command handed over.
 
 usage: front.py      (run by front.sh inside a throwaway session keyring: keyctl session -)
 Environment: FRONT (the front, with kc-full beside it), KC (the full kc), RAW_GET (static
@@ -53,10 +54,15 @@ def peak_rss(command):
                              for _ in range(5))
 
 
+# No vault for this run, whatever the caller has: the front serves a miss and `kc ls S` only then.
+os.environ["XDG_DATA_HOME"] = "/proc/kc-bench-no-vault"
 subprocess.run([KC, "set", "bench.front", "token"], input=b"s3cret-value", check=True)
-ring = subprocess.run([KEYCTL, "search", "@s", "keyring", "kc:bench.front"], capture_output=True, check=True).stdout.strip()
+ring = subprocess.run([KEYCTL, "search", "@s", "keyring", "kc:bench.front"], capture_output=True, check=True).stdout.decode().strip()
 serial = subprocess.run([KEYCTL, "search", ring, "user", "token"], capture_output=True, check=True).stdout.decode().strip()
+for item in ("second", "third"):
+    subprocess.run([KC, "set", "bench.front", item], input=b"another-value", check=True)
 floor = lambda: spawn([RAW_GET, "bench.front", "token"])
+search_missing = lambda: spawn([KEYCTL, "search", ring, "user", "missing"], 1)
 pipe = lambda: spawn([KEYCTL, "pipe", serial])
 get = lambda kc, *words, status=0: (lambda: spawn([kc, "get", *words], status))
 
@@ -67,16 +73,29 @@ rows = [
     ("front `kc get -q S K`", "`keyctl pipe SERIAL`", 1.0, pairs(get(FRONT, "-q", "bench.front", "token"), pipe)),
     ("full `kc get S K` (today)", "static C floor (raw_get.c)", None, pairs(get(KC, "bench.front", "token"), floor)),
     ("front `kc get S K`", "full `kc get S K`", None, pairs(get(FRONT, "bench.front", "token"), get(KC, "bench.front", "token"))),
-    ("front `kc get S missing` (a miss: front, then exec of kc-full)", "full `kc get S missing`", None,
-     pairs(get(FRONT, "bench.front", "missing", status=1), get(KC, "bench.front", "missing", status=1))),
-    ("front `kc ls S` (handed over)", "full `kc ls S`", None,
+    # A miss without a vault, every level probed (the service exists at home only).
+    ("front `kc get S missing` (no vault)", "`keyctl search RING user missing` (fails)", None,
+     pairs(get(FRONT, "bench.front", "missing", status=1), search_missing)),
+    ("front `kc get -q S missing` (no vault)", "`keyctl search RING user missing` (fails)", None,
+     pairs(get(FRONT, "-q", "bench.front", "missing", status=1), search_missing)),
+    ("front `kc get -q S missing` (no vault)", "static C floor, the same miss (raw_get.c)", None,
+     pairs(get(FRONT, "-q", "bench.front", "missing", status=1), lambda: spawn([RAW_GET, "bench.front", "missing"], 1))),
+    ("front `kc get -q S missing` (no vault)", "full `kc get -q S missing`", None,
+     pairs(get(FRONT, "-q", "bench.front", "missing", status=1), get(KC, "-q", "bench.front", "missing", status=1))),
+    # kc ls S without a vault, against table.py's peer.
+    ("front `kc ls S` (no vault, 3 items)", "`keyctl rlist RING`", 1.1,
+     pairs(lambda: spawn([FRONT, "ls", "bench.front"]), lambda: spawn([KEYCTL, "rlist", ring]))),
+    ("front `kc ls S` (no vault, 3 items)", "full `kc ls S`", None,
      pairs(lambda: spawn([FRONT, "ls", "bench.front"]), lambda: spawn([KC, "ls", "bench.front"]))),
+    ("front `kc ls -l S` (handed over)", "full `kc ls -l S`", None,
+     pairs(lambda: spawn([FRONT, "ls", "-l", "bench.front"]), lambda: spawn([KC, "ls", "-l", "bench.front"]))),
 ]
 memory = [("peak RSS of front `kc get`", peak_rss([FRONT, "get", "bench.front", "token"])),
           ("peak RSS of full `kc get`", peak_rss([KC, "get", "bench.front", "token"])),
           ("peak RSS of `keyctl pipe`", peak_rss([KEYCTL, "pipe", serial])),
           ("peak RSS of the static C floor", peak_rss([RAW_GET, "bench.front", "token"]))]
-subprocess.run([KC, "rm", "bench.front", "token"], check=True)
+for item in ("token", "second", "third"):
+    subprocess.run([KC, "rm", "bench.front", item], check=True)
 
 print(f"| command | median | peer | median | median of ratios | target |")
 print("|---|---|---|---|---|---|")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 29's prototype benchmark: kc's front (Front/, docs/FRONT.md) serving `kc get`,
-# against the static C floor (raw_get.c), `keyctl pipe` and the full kc, and what a
-# command it hands over pays for the extra exec (Tools/bench/front.py; docs/BENCHMARKS.md).
+# Issue 29's prototype benchmark: kc's front (Front/, docs/FRONT.md) serving `kc get`
+# (a hit, a miss without a vault) and `kc ls S`, against the static C floor (raw_get.c),
+# their keyctl peers and the full kc, and what a command it hands over pays for the extra
+# exec (Tools/bench/front.py; docs/BENCHMARKS.md).
 #   ROUNDS   interleaved pairs per row (default 300)
 # Runs in a fresh session keyring, as the caller, and removes what it made.
 set -euo pipefail

@@ -61,6 +61,7 @@ final class FirstHourTests: KeyringTestCase {
 
     func testRemovingAServiceRemovesWhatTheVaultKeepsOfIt() throws {
         let vault = try VaultFixture()
+        defer { vault.destroy() }
         try vault.create()
         let service = uniqueService(), other = uniqueService()
         XCTAssertEqual(try vault.set(service, "a", "1", options: ["--access", "after-first-unlock"]).status, 0)
@@ -113,9 +114,19 @@ final class FirstHourTests: KeyringTestCase {
         }.start()
         Thread {
             defer { writerDone.signal() }
-            for index in 0..<500 {
+            for index in 0..<race.rounds {
                 let name = "w\(index)"
-                do { try keychain.set(name, forKey: name) } catch {
+                do {
+                    try keychain.set(name, forKey: name)
+                } catch KeychainError.quotaExceeded(_, _) {
+                    // An ordinary user's 200 keys: the keyrings this churns wait for the
+                    // kernel's collector. Not what is tested; wait and store it again.
+                    TestQuota.waitForRoom(keys: 20, bytes: 1000)
+                    do { try keychain.set(name, forKey: name) } catch {
+                        race.failures.append("\(name): \(error)")
+                        continue
+                    }
+                } catch {
                     race.failures.append("\(name): \(error)")
                     continue
                 }
@@ -133,7 +144,7 @@ final class FirstHourTests: KeyringTestCase {
         writerDone.wait()
         XCTAssertEqual(race.lost, [], "items lost with a removed service keyring")
         XCTAssertEqual(race.failures, [], "every store succeeded")
-        XCTAssertEqual(race.writes, 500)
+        XCTAssertEqual(race.writes, race.rounds)
         XCTAssertGreaterThan(race.removals, 0, "the empty service was removed meanwhile")
     }
 
@@ -274,4 +285,6 @@ private final class RaceRecord: @unchecked Sendable {
     var failures: [String] = []
     var writes = 0
     var removals = 0
+    /// Fewer for an ordinary user, whose quota the churned keyrings fill until collected.
+    let rounds = getuid() == 0 ? 500 : 200
 }

@@ -73,6 +73,7 @@ final class StoredNameCompletionTests: KeyringTestCase {
 
     func testALockedVaultCompletesWithoutErrors() throws {
         let vault = try VaultFixture()
+        defer { vault.destroy() }
         try vault.create()
         let service = uniqueService()
         XCTAssertEqual(try vault.set(service, "kept", "1", options: ["--access", "after-first-unlock"]).status, 0)

@@ -7,9 +7,9 @@ import Musl
 #endif
 
 extension Keychain {
-    /// Removes the service if none of its keyrings holds an item: what `kc rm` does
-    /// after removing a service's last item, so that `kc ls` lists no service that
-    /// was only left behind. Returns whether it removed one.
+    /// Removes the service if none of its keyrings holds an item and it is not shared:
+    /// what `kc rm` does after removing a service's last item, so that `kc ls` lists no
+    /// service that was only left behind. Returns whether it removed one.
     ///
     /// An item another process stores meanwhile is never lost with the keyring (see
     /// ``OwnService/removeIfEmpty()``); a read of it in the microseconds the keyring is
@@ -46,6 +46,9 @@ extension OwnService {
         let rings = try ServiceKeyring.rings(of: name, startingWith: home)
         guard !rings.isEmpty else { return false }
         for ring in rings where (try? ring.serial.linkedKeys())?.isEmpty != true { return false }
+        // A shared service is kept: its sharing was made on purpose, and the next item
+        // stored (a rotation: rm, then set) joins it.
+        for ring in rings where (try? ring.serial.describe()).map({ Sharing($0) != nil }) != false { return false }
         var removed = false
         let holder = SpecialKeyring.thread.serial
         for ring in rings {

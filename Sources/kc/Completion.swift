@@ -20,11 +20,19 @@ import Keyrings
     return completable(names)
 }
 
-/// Names a shell can offer: UTF-8 ones without a newline, which no completion list
-/// can carry.
+/// Names a shell can offer as they are. bash's script hands the list to `compgen -W`,
+/// which expands each word as the shell would: a stored name holding `$(…)` or a
+/// backtick would run as a command in the user's shell at a Tab. So a name is offered
+/// only if it holds no character any of the three shells gives a meaning to there
+/// (quotes, `$`, backtick, backslash, braces, globs, a leading `~`), no control
+/// character, and is UTF-8; others are typed out (`kc ls` shows them).
 private func completable(_ names: [KeyName]) -> [String] {
     names.compactMap { name in
-        guard let text = String(validating: name.bytes, as: UTF8.self), !text.contains("\n") else { return nil }
+        guard let text = String(validating: name.bytes, as: UTF8.self), !text.hasPrefix("~"),
+              !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || shellSpecial.contains($0) })
+        else { return nil }
         return text
     }
 }
+
+private let shellSpecial: Set<Unicode.Scalar> = ["$", "`", "\\", "\"", "'", "{", "}", "*", "?", "[", "]", "!", "<", ">", "|", "&", ";", "(", ")"]

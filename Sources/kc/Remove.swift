@@ -80,7 +80,8 @@ func removeItem(service: KeyName, key: KeyName, group: String?, owner: String?) 
             standardError("kc: only \(shared.ownerName), who owns '\(service)', can remove items; ask them to do it")
             throw ExitStatus.failure
         }
-        standardError("kc: no item '\(key)' in service '\(service)'; list the items with 'kc ls \(sharedOptionsHint(group: group, owner: owner))\(service)'")
+        let shownKey = ReadAudit.escaped(key.bytes, keepingSpaces: true), shown = ReadAudit.escaped(service.bytes, keepingSpaces: true)
+        standardError("kc: no item '\(shownKey)' in service '\(shown)'; list the items with 'kc ls \(sharedOptionsHint(group: group, owner: owner))\(shown)'")
         throw ExitStatus.notFound
     }
     // The item is gone whatever happens here: an empty service left behind is only
@@ -88,19 +89,30 @@ func removeItem(service: KeyName, key: KeyName, group: String?, owner: String?) 
     if owner == nil { _ = try? keychain.removeServiceIfEmpty() }
 }
 
-/// `kc rm SERVICE`: the service and every item of it, once confirmed.
+/// `kc rm SERVICE`: the service and every item of it, once confirmed. Only the
+/// caller's own: with `--group G` the caller's service of that name (the one `kc set
+/// --group` shares), never one another member shares; `--from` is refused.
 func removeService(_ service: KeyName, confirmed: Bool, group: String?, owner: String?) throws {
-    let keychain = try openKeychain(service, group: group, owner: owner)
+    let shown = ReadAudit.escaped(service.bytes, keepingSpaces: true)
+    if let owner {
+        standardError("kc: only \(owner), who owns '\(shown)', can remove the whole service; ask them to run 'kc rm \(shown)'")
+        throw ExitStatus.failure
+    }
+    let keychain = try openKeychain(service, group: nil, owner: nil)
     let items = try keychain.allKeyNamesIncludingVault()
-    if items.isEmpty, keychain.accessGroup == nil, keychain.owner == nil, try !keychain.serviceExists() {
-        standardError("kc: no service '\(service)'; list the services with 'kc ls'")
+    if items.isEmpty, try !keychain.serviceExists() {
+        if group != nil, let shared = try? Keychain.sharedServices(group: group).first(where: { $0.service == service }) {
+            standardError("kc: only \(shared.ownerName), who owns '\(shown)', can remove the whole service; ask them to run 'kc rm \(shown)'")
+            throw ExitStatus.failure
+        }
+        standardError("kc: no service '\(shown)'; list the services with 'kc ls'")
         throw ExitStatus.notFound
     }
     if !confirmed {
-        let shown = ReadAudit.escaped(service.bytes, keepingSpaces: true)
         let count = items.count == 1 ? "its 1 item" : "its \(items.count) items"
         guard standardInputIsTerminal else {
-            standardError("kc: 'kc rm \(shown)' removes the whole service and \(count); add --yes to do that from a script, or name the item: kc rm \(shown) ITEM")
+            let options = sharedOptionsHint(group: group, owner: nil)
+            standardError("kc: 'kc rm \(options)\(shown)' removes the whole service and \(count); add --yes to do that from a script, or name the item: kc rm \(options)\(shown) ITEM")
             throw ExitStatus.usage
         }
         let listed = items.prefix(10).map { ReadAudit.escaped($0.bytes, keepingSpaces: true) }.joined(separator: ", ")
@@ -114,14 +126,17 @@ func removeService(_ service: KeyName, confirmed: Bool, group: String?, owner: S
     try keychain.removeAll()
 }
 
-/// Asks on standard error and reads a line of standard input (a terminal): true for
-/// y or yes, in any case.
+/// Asks on standard error and reads a line of standard input (a terminal), all of it,
+/// so that nothing typed is left for the shell: true for y or yes, in any case, with
+/// spaces around it.
 private func askYesOrNo(_ question: String) -> Bool {
     var text = question
     text.withUTF8 { bytes in _ = writeAll(fd: 2, UnsafeRawBufferPointer(bytes)) }
     var answer: [UInt8] = []
     var byte: UInt8 = 0
-    while answer.count < 16, read(0, &byte, 1) == 1, byte != UInt8(ascii: "\n") { answer.append(byte) }
-    let word = String(decoding: answer.filter { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }, as: UTF8.self).lowercased()
-    return word == "y" || word == "yes"
+    while read(0, &byte, 1) == 1, byte != UInt8(ascii: "\n") {
+        if answer.count < 16 { answer.append(byte) }
+    }
+    let word = String(decoding: answer, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
+    return word.count == 1 && ["y", "yes"].contains(word[0].lowercased())
 }

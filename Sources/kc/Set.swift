@@ -1,6 +1,13 @@
 import ArgumentParser
 import KernelKeychain
 import Keyrings
+import KCIntegrations
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 extension Accessibility.Level: ExpressibleByArgument {}
 
@@ -159,12 +166,14 @@ struct StoreRequest {
         if level == nil && thisDeviceOnly { keychain = keychain.thisDeviceOnly() }
         var value = try generated?.make() ?? readValue()
         defer { value.overwriteWithZeros() }
+        // --print shows the value before it is stored: one that could not be shown
+        // (a closed output, a reader gone) is never the item's value.
+        if printsValue { try printGenerated(value) }
         if timeout == TimeoutChoice.none {
             try keychain.set(value, forKey: key, until: nil)
         } else {
             try keychain.set(value, forKey: key)
         }
-        if printsValue { try printValue(keychain: keychain, key: key) }
         if level == .always && !ephemeral, let vault = try? Vault.atDefaultLocation(), vault.exists, !HostKey.exists {
             standardError("kc: note: without a host key (sudo kc vault host-init) always items come back after a reboot at your first 'kc unlock', not at boot")
         }
@@ -173,6 +182,16 @@ struct StoreRequest {
         let storedWhenUnlocked = { (try? keychain.item(key))?.accessibility?.level == .whenUnlocked }
         if keychain.accessGroup != nil && storedWhenUnlocked() && ownShared() {
             standardError("kc: note: '\(service)' is shared from this login session's keyring (when-unlocked): the group loses it when the session ends; store it with --access after-first-unlock to keep it until reboot")
+        }
+    }
+
+    /// Writes a generated value as `kc get` would (a newline after it at a terminal).
+    private func printGenerated(_ value: [UInt8]) throws {
+        var written = value.withUnsafeBytes { writeAll(fd: 1, $0) }
+        if written && isatty(1) == 1 { written = withUnsafeBytes(of: UInt8(ascii: "\n")) { writeAll(fd: 1, $0) } }
+        guard written else {
+            standardError("kc: cannot write to standard output: \(String(cString: strerror(errno))); nothing was stored")
+            throw ExitStatus.failure
         }
     }
 

@@ -126,7 +126,7 @@ final class DocumentationTests: XCTestCase {
         let testSources = try allText(under: checkout + "/Tests")
         let paths = try NSRegularExpression(pattern: #"(?<![\w./~-])(?:Tools|Integrations|PAM|Sources|Tests|docs|\.ci)/[\w.\-/]*[\w]"#)
         let installed = try NSRegularExpression(pattern: #"/usr/local/(?:bin|share|lib)/[\w.\-/]*[\w]"#)
-        let units = try NSRegularExpression(pattern: #"\b[\w-][\w.-]*\.(?:service|timer|socket)\b(?!\()"#)
+        let units = try NSRegularExpression(pattern: #"(?<![\w$.-])[\w-][\w.-]*\.(?:service|timer|socket)\b(?!\()"#)
         let tests = try NSRegularExpression(pattern: #"\b[A-Z][A-Za-z]+Tests\b(?:\.(test\w+))?"#)
         for document in documents {
             let text = try String(contentsOfFile: checkout + "/" + document, encoding: .utf8)

@@ -61,6 +61,7 @@ final class FirstHourTests: KeyringTestCase {
 
     func testRemovingAServiceRemovesWhatTheVaultKeepsOfIt() throws {
         let vault = try VaultFixture()
+        defer { vault.destroy() }
         try vault.create()
         let service = uniqueService(), other = uniqueService()
         XCTAssertEqual(try vault.set(service, "a", "1", options: ["--access", "after-first-unlock"]).status, 0)
@@ -76,6 +77,50 @@ final class FirstHourTests: KeyringTestCase {
         XCTAssertEqual(try vault.unlock().result.status, 0)
         XCTAssertEqual(try vault.get(service, "a").status, 1)
         XCTAssertEqual(try vault.get(other, "c").output, "3")
+    }
+
+    /// Review finding: the rest of a long answer was left in the terminal for the shell.
+    func testTheWholeAnswerIsReadSoNothingTypedReachesTheShell() throws {
+        let service = uniqueService()
+        try kc("set", service, "a", input: Array("1".utf8))
+        let marker = NSTemporaryDirectory() + "kc-answer-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: marker) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["PS1"] = "kc-test-prompt> "
+        let result = try PseudoTerminal.run("/bin/bash", ["--norc", "--noprofile", "-i"], answers: [
+            (prompt: "kc-test-prompt> ", reply: "'\(builtKC)' rm '\(service)'"),
+            (prompt: "[y/N]", reply: "no no no no no no ;touch '\(marker)'"),
+            (prompt: "kc-test-prompt> ", reply: "exit"),
+        ], environment: environment)
+        XCTAssertTrue(result.output.contains("kc: nothing was removed"), result.output)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "the rest of the answer ran in the shell")
+        XCTAssertEqual(try kc("get", service, "a").output, "1")
+    }
+
+    /// Review finding: `--group G SERVICE` by a member without a service of that name
+    /// asked, listed the owner's items and exited 0; `--from` asked before refusing.
+    func testAWholeServiceIsOnlyEverTheCallersOwn() throws {
+        let service = uniqueService()
+        try kc("set", service, "token", input: Array("kept".utf8))
+        let from = try kc("rm", "--from", "root", service)
+        XCTAssertEqual(from.status, 2, "\(from)")
+        XCTAssertEqual(from.standardError, "kc: only root, who owns '\(service)', can remove the whole service; ask them to run 'kc rm \(service)'\n")
+        let missing = try kc("rm", "--yes", "--group", "root", uniqueService())
+        XCTAssertEqual(missing.status, 1, "\(missing)")
+        XCTAssertEqual(try kc("get", service, "token").output, "kept")
+        let ownWithGroup = try kc("rm", "--group", "root", service)
+        XCTAssertEqual(ownWithGroup.status, 64, "\(ownWithGroup)")
+        XCTAssertTrue(ownWithGroup.standardError.contains("'kc rm --group root \(service)' removes the whole service"), ownWithGroup.standardError)
+    }
+
+    /// Review finding: names in these messages reached the terminal raw.
+    func testNamesInRemovalMessagesAreEscaped() throws {
+        let service = uniqueService() + "\u{1b}]0;x\u{07}"
+        servicesToRemove.append(KeyName(service))
+        let result = try kc("rm", "--yes", service)
+        XCTAssertEqual(result.status, 1)
+        XCTAssertFalse(result.standardError.contains("\u{1b}"), result.standardError)
+        XCTAssertTrue(result.standardError.contains("\\x1b]0;x\\x07"), result.standardError)
     }
 
     // MARK: The last item
@@ -96,6 +141,17 @@ final class FirstHourTests: KeyringTestCase {
         XCTAssertTrue(try listedServices().contains(made))
         XCTAssertEqual(try kc("rm", made, "nothing").status, 1)
         XCTAssertTrue(try listedServices().contains(made), "a failed rm removes nothing")
+
+        // Review finding: a shared service stays, so that a rotation (rm, then set)
+        // keeps its sharing.
+        let shared = uniqueService()
+        guard let group = getgrgid(getgid()).map({ String(cString: $0.pointee.gr_name) }) else { return }
+        try kc("set", "--access", "after-first-unlock", shared, "token", input: Array("1".utf8))
+        XCTAssertEqual(try kc("share", shared, "--group", group).status, 0)
+        XCTAssertEqual(try kc("rm", shared, "token").status, 0)
+        XCTAssertTrue(try listedServices().contains(shared), "a shared service stays when empty")
+        try kc("set", "--access", "after-first-unlock", shared, "token", input: Array("2".utf8))
+        XCTAssertTrue(try kc("share", shared).output.contains("shared with group \(group)"), "the rotation kept the sharing")
     }
 
     /// The empty service's keyring goes only if no item reached it meanwhile: a writer
@@ -113,9 +169,19 @@ final class FirstHourTests: KeyringTestCase {
         }.start()
         Thread {
             defer { writerDone.signal() }
-            for index in 0..<500 {
+            for index in 0..<race.rounds {
                 let name = "w\(index)"
-                do { try keychain.set(name, forKey: name) } catch {
+                do {
+                    try keychain.set(name, forKey: name)
+                } catch KeychainError.quotaExceeded(_, _) {
+                    // An ordinary user's 200 keys: the keyrings this churns wait for the
+                    // kernel's collector. Not what is tested; wait and store it again.
+                    TestQuota.waitForRoom(keys: 20, bytes: 1000)
+                    do { try keychain.set(name, forKey: name) } catch {
+                        race.failures.append("\(name): \(error)")
+                        continue
+                    }
+                } catch {
                     race.failures.append("\(name): \(error)")
                     continue
                 }
@@ -133,7 +199,7 @@ final class FirstHourTests: KeyringTestCase {
         writerDone.wait()
         XCTAssertEqual(race.lost, [], "items lost with a removed service keyring")
         XCTAssertEqual(race.failures, [], "every store succeeded")
-        XCTAssertEqual(race.writes, 500)
+        XCTAssertEqual(race.writes, race.rounds)
         XCTAssertGreaterThan(race.removals, 0, "the empty service was removed meanwhile")
     }
 
@@ -217,6 +283,10 @@ final class FirstHourTests: KeyringTestCase {
             XCTAssertEqual(result.status, 64, "\(testCase.arguments): \(result)")
             XCTAssertEqual(result.standardError, testCase.says)
         }
+        // Review finding: a value that could not be printed must not be stored.
+        let closed = try runShell("'\(builtKC)' set --generate --print '\(service)' k >&-")
+        XCTAssertEqual(closed.status, 2, "\(closed)")
+        XCTAssertTrue(closed.standardError.hasSuffix("; nothing was stored\n"), closed.standardError)
         let words = try kc("set", "--generate=lots", service, "k")
         XCTAssertEqual(words.status, 64, "\(words)")
         XCTAssertTrue(words.standardError.hasPrefix("kc: the value 'lots' is invalid for '--generate"), words.standardError)
@@ -274,4 +344,6 @@ private final class RaceRecord: @unchecked Sendable {
     var failures: [String] = []
     var writes = 0
     var removals = 0
+    /// Fewer for an ordinary user, whose quota the churned keyrings fill until collected.
+    let rounds = getuid() == 0 ? 500 : 200
 }

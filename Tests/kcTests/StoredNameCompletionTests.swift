@@ -62,6 +62,25 @@ final class StoredNameCompletionTests: KeyringTestCase {
         XCTAssertEqual(try complete(["kc", "get", "--quiet", first, "t"]).offers, ["token"])
     }
 
+    /// Review finding: bash's script hands the names to `compgen -W`, which expands
+    /// them: a stored name holding `$(…)` or a backtick ran as a command at a Tab.
+    func testAStoredNameNeverRunsInTheShell() throws {
+        let tag = uniqueService()
+        let marker = NSTemporaryDirectory() + "kc-completion-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: marker) }
+        let hostile = ["\(tag)-$(touch \(marker))", "\(tag)-`touch \(marker)`", "\(tag)-${HOME}"]
+        for name in hostile {
+            try kc(["set", name, "item"], input: Array("1".utf8))
+            servicesToRemove.append(KeyName(name))
+        }
+        XCTAssertEqual(try kc(["set", "\(tag)-plain", "$(touch kc-completion-marker)"], input: Array("1".utf8)).status, 0)
+        servicesToRemove.append(KeyName("\(tag)-plain"))
+        let services = try complete(["kc", "get", tag])
+        XCTAssertEqual(services.offers, ["\(tag)-plain"], "names a shell would expand are not offered")
+        XCTAssertEqual(try complete(["kc", "get", "\(tag)-plain", ""]).offers, [])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "a stored name ran as a command")
+    }
+
     func testNothingToCompleteIsQuiet() throws {
         let missing = try complete(["kc", "get", uniqueService(), ""])
         XCTAssertEqual(missing.offers, [])
@@ -73,6 +92,7 @@ final class StoredNameCompletionTests: KeyringTestCase {
 
     func testALockedVaultCompletesWithoutErrors() throws {
         let vault = try VaultFixture()
+        defer { vault.destroy() }
         try vault.create()
         let service = uniqueService()
         XCTAssertEqual(try vault.set(service, "kept", "1", options: ["--access", "after-first-unlock"]).status, 0)

@@ -103,7 +103,7 @@ final class VaultAccountTests: VaultTestCase {
             let serial = String(format: "%08x", Int(touched.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0)
             sleep(4)
             let collected = try VaultAccount.run("""
-                n=0; while grep -q '^\(serial) ' /proc/keys && [ $n -lt 60 ]; do sleep 0.1; n=$((n + 1)); done
+                n=0; while grep -q '^\(serial) ' /proc/keys && [ $n -lt 250 ]; do sleep 0.1; n=$((n + 1)); done
                 grep -c '^\(serial) ' /proc/keys
                 """, vault: vault)
             try savedDelay.write(toFile: delayFile, atomically: false, encoding: .utf8)

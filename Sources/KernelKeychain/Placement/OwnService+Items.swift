@@ -109,19 +109,20 @@ extension OwnService {
                 // Or the keyring is being removed as empty (``removeIfEmpty()``), which
                 // detached it for a moment: then the key was not this process's (no
                 // possession) and its mask could not be set. The write is made again.
-                if !Self.isInAnchor(homeRing) { return false }
+                if !Self.isInAnchor(homeRing) { return lastAttempt }
                 if error.meansKeyIsGone || !Self.isStillLinked(item, in: homeRing) { return true }
                 if error.errno == .permissionDenied && !lastAttempt { return false }
                 throw error
             }
-            guard try settle(item, in: homeRing) else { return false }
+            guard try settle(item, in: homeRing) else { return lastAttempt }
         } catch {
             // The service keyring was removed after it was found (kc rm of the whole
             // service, rmdir, or of its last item): the store is made again, after it.
             // (After eight such races in a row, a removal of the whole service is
-            // hammering it: this write counts as made before that removal.)
+            // hammering it: this write counts as made before that removal, as every
+            // ring-gone case below does on the last attempt.)
             if error.meansKeyIsGone { return lastAttempt }
-            if error.errno == .permissionDenied, !lastAttempt, !Self.isInAnchor(homeRing) { return false }
+            if error.errno == .permissionDenied, !Self.isInAnchor(homeRing) { return lastAttempt }
             throw KeychainError(error)
         }
         try Placement.keepOneCopy(of: key, in: rings)

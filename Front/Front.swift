@@ -23,6 +23,8 @@ func main(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar
             request.reportIfMissingEverywhere()
         } else if let request = PlainList(argc: argc, argv: argv) {
             request.serveIfNoVault()
+        } else if let request = PlainSet(argc: argc, argv: argv) {
+            request.serveIfUpdatingInPlace()
         }
     }
     FullKC.run(argv: argv, environment: environment)
@@ -38,7 +40,7 @@ private func isHelperName(_ program: UnsafePointer<CChar>) -> Bool {
 /// The names of a plain command line, read as the full kc's plain spelling reads them
 /// (Sources/kc/PlainCommandLine.swift): `flag` (`-q`/`--quiet` for get) at most once,
 /// anywhere before `--`; after `--` every word is a name. Nil for anything else.
-private func plainNames(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, command: StaticString,
+func plainNames(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, command: StaticString,
                         count: Int, takesQuiet: Bool) -> (names: [UnsafePointer<CChar>], quiet: Bool)? {
     guard argc >= 2, let word = argv[1], strcmp(word, UnsafeRawPointer(command.utf8Start).assumingMemoryBound(to: CChar.self)) == 0
     else { return nil }
@@ -64,7 +66,7 @@ private func plainNames(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePoi
 
 /// A name the full kc accepts without a word (DESIGN §3): 1–255 bytes, no `/`, not
 /// `.` or `..` (a word of argv cannot hold a NUL). Any other is the full kc's to refuse.
-private func isPlainName(_ name: UnsafePointer<CChar>) -> Bool {
+func isPlainName(_ name: UnsafePointer<CChar>) -> Bool {
     let length = strnlen(name, 256)
     return length >= 1 && length <= 255 && strchr(name, Int32(UInt8(ascii: "/"))) == nil
         && strcmp(name, ".") != 0 && strcmp(name, "..") != 0
@@ -73,7 +75,7 @@ private func isPlainName(_ name: UnsafePointer<CChar>) -> Bool {
 /// The full kc finds a service's items only where this holds; elsewhere it anchors
 /// differently (a user namespace) or may load from the vault (one exists, or its place
 /// cannot be told without the password database).
-private func hasNoVaultOutsideNamespaces(checkingStash: Bool) -> Bool {
+func hasNoVaultOutsideNamespaces(checkingStash: Bool) -> Bool {
     guard UserNamespace.isInitial, let root = Vault.defaultRoot, Vault.isAbsent(at: root) else { return false }
     return !checkingStash || Vault.stashSearchIsPlain(at: root)
 }

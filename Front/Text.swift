@@ -13,6 +13,17 @@ struct CText {
         bytes.append(contentsOf: UnsafeRawBufferPointer(start: text, count: strlen(text)))
     }
 
+    /// Appends `value` in decimal digits.
+    mutating func append(decimal value: UInt64) {
+        var digits: [UInt8] = []
+        var rest = value
+        repeat {
+            digits.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            rest /= 10
+        } while rest > 0
+        bytes.append(contentsOf: digits.reversed())
+    }
+
     mutating func append(_ other: [UInt8]) {
         bytes.append(contentsOf: other)
     }

@@ -46,11 +46,23 @@ enum Vault {
     /// listing as the kernel has it; only a search the kernel refuses would make the
     /// full kc link the user keyring to search again, so that is uncertain.
     static func stashSearchIsPlain(at root: CText) -> Bool {
+        if case .uncertain = stashSearch(at: root) { return false }
+        return true
+    }
+
+    /// For a write (`Vault.forWriting()`): true only if the search for the vault's key
+    /// stashed in the user keyring finds none. A stash without the folder makes the full
+    /// kc refuse the write (the vault is missing); a refused search is its to retry.
+    static var stashIsAbsent: Bool {
+        guard let root = defaultRoot, case .absent = stashSearch(at: root) else { return false }
+        return true
+    }
+
+    /// The full kc's search for the vault's stashed key (`VaultKeys.isStashed`).
+    private static func stashSearch(at root: CText) -> Search {
         var description = CText()
         description.append("kc.vault:")
         description.append(root.bytes)
-        let search = description.withCString { Search(in: KEY_SPEC_USER_KEYRING, type: "user", description: $0) }
-        if case .uncertain = search { return false }
-        return true
+        return description.withCString { Search(in: KEY_SPEC_USER_KEYRING, type: "user", description: $0) }
     }
 }

@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 // errno is a macro over a thread-local, which Swift cannot read.
@@ -34,6 +35,14 @@ static inline int CFront_disable_dumping(void) {
 #endif
 static inline int CFront_open_path(const char *path) {
     return open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+}
+
+// A memory file holding the value the front read from standard input, for the full kc
+// to read instead when the front hands a `kc set` over after reading it (memfd_create(2):
+// a GNU extension these includes do not declare without _GNU_SOURCE). Close-on-exec;
+// dup2 onto 0 makes the copy the full kc reads. Returns the descriptor, or -1 with errno.
+static inline int CFront_memfd(const char *name) {
+    return (int)syscall(SYS_memfd_create, name, 1U /* MFD_CLOEXEC */);
 }
 
 #endif

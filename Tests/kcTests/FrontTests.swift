@@ -55,9 +55,9 @@ final class FrontTests: KeyringTestCase {
     }
 
     /// Whether the front alone served the command line (true) or handed it over (false).
-    private func served(_ arguments: [[UInt8]], environment: [String: String], prefix: String = "exec",
+    private func served(_ arguments: [[UInt8]], input: [UInt8] = [], environment: [String: String], prefix: String = "exec",
                         redirections: String = "") throws -> Bool {
-        let alone = try run(loneFront, arguments, environment: environment, prefix: prefix, redirections: redirections)
+        let alone = try run(loneFront, arguments, input: input, environment: environment, prefix: prefix, redirections: redirections)
         return !alone.standardError.contains("kc: cannot run the full kc, ")
     }
 
@@ -74,7 +74,8 @@ final class FrontTests: KeyringTestCase {
         let environment = environment ?? self.environment()
         let shown = arguments.map { String(decoding: $0, as: UTF8.self).debugDescription }.joined(separator: " ")
         try reset()
-        XCTAssertEqual(try served(arguments, environment: environment, prefix: prefix, redirections: redirections.contains(">&-") ? "" : redirections), expected,
+        XCTAssertEqual(try served(arguments, input: input, environment: environment, prefix: prefix,
+                                  redirections: redirections.contains(">&-") ? "" : redirections), expected,
                        "kc \(shown) should be \(expected ? "served by the front" : "handed to the full kc")", file: file, line: line)
         try reset()
         let front = try run(try builtFront(), arguments, input: input, environment: environment, prefix: prefix, redirections: redirections)
@@ -284,6 +285,127 @@ final class FrontTests: KeyringTestCase {
         XCTAssertEqual(after.masks.first, kcMask.rawValue, "repaired by the full kc")
     }
 
+    // MARK: kc set of an existing item
+
+    /// What a set leaves: the service as the library sees it, and whether the item is
+    /// still the same kernel key (an update in place) at each level it was.
+    private struct SetState: Equatable {
+        var service: ServiceState
+        var sameKeys: [Bool]
+    }
+
+    private func setState(_ service: String, _ item: String, keys: [KeySerial]) throws -> SetState {
+        let anchors = [SpecialKeyring.session.serial, SpecialKeyring.user.serial]
+        let now = anchors.compactMap { anchor -> KeySerial? in
+            guard let ring = try? anchor.search(type: "keyring", description: KeyName("kc:") + KeyName(service)) else { return nil }
+            return try? ring.search(type: "user", description: KeyName(item))
+        }
+        return SetState(service: try ServiceState(service), sameKeys: now.map { keys.contains($0) })
+    }
+
+    func testAnExistingItemSetAgainIsUpdatedInPlaceByTheFrontAsByTheFullKc() throws {
+        let service = uniqueService()
+        let keychain = try Keychain(service: service)
+        try keychain.set("old", forKey: "token")
+        let keys = [try XCTUnwrap(try keychain.item("token")?.serial)]
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let values: [[UInt8]] = [Array("new".utf8), Array("ends in a newline\n".utf8), [0, 0xff, 0x0a, 0x80, 0],
+                                 [UInt8](repeating: 0x61, count: page)]
+        for value in values {
+            for spelling in [words("set", service, "token"), words("set", "--", service, "token")] {
+                let (result, after) = try assertSame(spelling, served: true, input: value, environment: withoutVault,
+                                                     reset: { try keychain.set("old", forKey: "token") },
+                                                     state: { try self.setState(service, "token", keys: keys) })
+                XCTAssertEqual(result.status, 0, "\(result)")
+                XCTAssertEqual(result.standardOutput, [], "nothing printed")
+                XCTAssertEqual(result.standardError, "", "nothing printed")
+                XCTAssertEqual(try keychain.data(forKey: "token"), value, "the exact bytes stored")
+                XCTAssertEqual(after.sameKeys, [true], "the same key")
+            }
+        }
+        // Names that are not UTF-8.
+        let odd = uniqueServiceName(endingWith: [0xff])
+        let item = KeyName(bytes: Array("key".utf8) + [0xfe])
+        try Keychain(service: odd).set("old", forKey: item)
+        try assertSame([Array("set".utf8), odd.bytes, item.bytes], served: true, input: Array("v".utf8), environment: withoutVault,
+                       reset: { try Keychain(service: odd).set("old", forKey: item) }, state: { try ServiceState(odd) })
+        XCTAssertEqual(try Keychain(service: odd).string(forKey: item), "v")
+    }
+
+    /// An after-first-unlock item that the session's search reaches (pam_keyinit links
+    /// the user keyring in) keeps its level, as with the full kc.
+    func testAnAfterFirstUnlockItemSetThroughTheSessionKeyringKeepsItsLevel() throws {
+        guard programExists("keyctl") else { throw XCTSkip("keyctl (keyutils) is needed to make a session") }
+        let service = uniqueService()
+        let keychain = try Keychain(service: service, accessibility: .afterFirstUnlock)
+        try keychain.set("old", forKey: "token")
+        let prefix = "exec 3>&2 && exec keyctl session - /bin/sh -c 'exec 2>&3 3>&-; keyctl link @u @s >/dev/null && exec \"$@\"' sh"
+        let (result, after) = try assertSame(words("set", service, "token"), served: true, input: Array("deep".utf8), environment: withoutVault,
+                                             prefix: prefix, redirections: "2>/dev/null",
+                                             reset: { try keychain.set("old", forKey: "token") }, state: { try ServiceState(service) })
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertEqual(after.items, ["token@after-first-unlock"])
+        XCTAssertEqual(try keychain.string(forKey: "token"), "deep")
+    }
+
+    /// Every other set is the full kc's, and it reads the value the front read: the
+    /// bytes, and then the end (empty, over a page, too long, a new item, a deadline).
+    func testEveryOtherSetIsTheFullKcsWithTheSameValue() throws {
+        let service = uniqueService(), timed = uniqueService(), fresh = uniqueService()
+        let keychain = try Keychain(service: service)
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let reset: () throws -> Void = {
+            _ = try keychain.removeAll()
+            try keychain.set("old", forKey: "token")
+            _ = try Keychain(service: fresh).removeAll()
+            try Keychain(service: timed).set(Array("old".utf8), forKey: "token", until: Deadline.fromNow(seconds: 3600))
+        }
+        try reset()
+        let state = { [try ServiceState(service), try ServiceState(fresh), try ServiceState(timed)] }
+        let group = try XCTUnwrap(getgrgid(getgid()).map { String(cString: $0.pointee.gr_name) }, "the primary group has a name")
+        let cases: [(arguments: [String], input: [UInt8])] = [
+            (["set", service, "token"], []),  // empty: the full kc's message
+            (["set", service, "token"], [UInt8](repeating: 0x62, count: page + 1)),  // over a page: add_key, not update
+            (["set", service, "token"], [UInt8](repeating: 0x63, count: 32767)),
+            (["set", service, "token"], [UInt8](repeating: 0x64, count: 32768)),  // too long
+            (["set", service, "token"], [UInt8](repeating: 0x65, count: 100_000)),
+            (["set", service, "new"], Array("n".utf8)),  // a new item
+            (["set", fresh, "token"], Array("n".utf8)),  // a new service
+            (["set", timed, "token"], Array("t".utf8)),  // a deadline record: a new key in its place
+            (["set", "--access", "always", service, "token"], Array("a".utf8)),
+            (["set", "--timeout", "1h", service, "token"], Array("a".utf8)),
+            (["set", "--ephemeral", service, "token"], Array("a".utf8)),
+            (["set", "--group", group, service, "token"], Array("g".utf8)),
+            (["set", service, "token", "value"], Array("x".utf8)),
+            (["set", service, "a/b"], Array("x".utf8)), (["set", "", "token"], Array("x".utf8)),
+            (["set", service], Array("x".utf8)),
+        ]
+        for (arguments, input) in cases {
+            let (result, _) = try assertSame(arguments.map { Array($0.utf8) }, served: false, input: input, environment: withoutVault,
+                                             reset: reset, state: state)
+            if arguments == ["set", service, "token"] {
+                XCTAssertEqual(result.status, input.isEmpty || input.count > 32767 ? 2 : 0, "\(input.count) bytes: \(result)")
+                if result.status == 0 { XCTAssertEqual(try keychain.data(forKey: "token"), input, "the value the front read") }
+            }
+        }
+        // A generated value is the full kc's (each run draws its own: only the items compare).
+        try assertSame(words("set", "--generate", service, "token"), served: false, environment: withoutVault, reset: reset,
+                       state: { try ServiceState(service).items })
+        // Standard input closed or unreadable: nothing read, the full kc meets it as it came.
+        for redirection in ["<&-", "< /"] {
+            try assertSame(words("set", service, "token"), served: false, environment: withoutVault, redirections: redirection,
+                           reset: reset, state: state)
+        }
+        // A mask kc repairs: the full kc repairs it and stores.
+        let ring = { try XCTUnwrap(try self.sessionKeyring.search(type: "keyring", description: KeyName("kc:") + KeyName(service))) }
+        let kcMask = try ring().describe().permissions
+        let (_, repaired) = try assertSame(words("set", service, "token"), served: false, input: Array("r".utf8), environment: withoutVault,
+                                           reset: { try reset(); try ring().setPermissions(KeyPermissions(rawValue: kcMask.rawValue | 0x3f00_0000)) },
+                                           state: state)
+        XCTAssertEqual(repaired[0].masks.first, kcMask.rawValue)
+        XCTAssertEqual(try keychain.string(forKey: "token"), "r")
+    }
+
     // MARK: A miss without a vault
 
     /// An environment whose vault folder does not exist: a miss in the kernel is final.
@@ -452,25 +574,26 @@ final class FrontVaultTests: VaultTestCase {
         try super.tearDownWithError()
     }
 
-    private func assertSame(_ vault: VaultFixture, _ arguments: [String], service: String, served: Bool,
-                            reset: () throws -> Void = {}, file: StaticString = #filePath, line: UInt = #line) throws -> CommandResult {
+    private func assertSame(_ vault: VaultFixture, _ arguments: [String], service: String, served: Bool, input: [UInt8] = [],
+                            comparesVault: Bool = true, reset: () throws -> Void = {}, file: StaticString = #filePath, line: UInt = #line) throws -> CommandResult {
         let front = try builtFront()
         try reset()
-        let alone = try runCommand(folder + "/kc-front", arguments, environment: vault.environment)
+        let alone = try runCommand(folder + "/kc-front", arguments, input: input, environment: vault.environment)
         XCTAssertEqual(!alone.standardError.contains("kc: cannot run the full kc, "), served,
                        "\(arguments) should be \(served ? "served by the front" : "handed to the full kc"): \(alone)", file: file, line: line)
         try reset()
-        let viaFront = try runCommand(front, arguments, environment: vault.environment)
+        let viaFront = try runCommand(front, arguments, input: input, environment: vault.environment)
         let frontState = try Keychain(service: service).items().map { "\($0.name)@\($0.accessibility?.name ?? "-")" }
         let frontVault = try vault.digest()
         try reset()
-        let viaFull = try runCommand(builtKC, arguments, environment: vault.environment)
+        let viaFull = try runCommand(builtKC, arguments, input: input, environment: vault.environment)
         let fullState = try Keychain(service: service).items().map { "\($0.name)@\($0.accessibility?.name ?? "-")" }
         XCTAssertEqual(viaFront.status, viaFull.status, "\(arguments): \(viaFront) vs \(viaFull)", file: file, line: line)
         XCTAssertEqual(viaFront.standardOutput, viaFull.standardOutput, "\(arguments)", file: file, line: line)
         XCTAssertEqual(viaFront.standardError, viaFull.standardError, "\(arguments)", file: file, line: line)
         XCTAssertEqual(frontState, fullState, "the kernel after \(arguments)", file: file, line: line)
-        XCTAssertEqual(frontVault, try vault.digest(), "the vault after \(arguments)", file: file, line: line)
+        // A save encrypts afresh (a new file key each time): then only what it holds compares.
+        if comparesVault { XCTAssertEqual(frontVault, try vault.digest(), "the vault after \(arguments)", file: file, line: line) }
         return viaFront
     }
 
@@ -491,6 +614,24 @@ final class FrontVaultTests: VaultTestCase {
         let locked = try assertSame(vault, ["get", "-q", service, "token"], service: service, served: false)
         XCTAssertEqual(locked.status, 1, "\(locked)")
         XCTAssertTrue(locked.standardError.contains("the vault holds it but is locked; run 'kc unlock'"), "\(locked)")
+    }
+
+    /// With a vault, a set journals the value: the full kc's, locked or not, and it
+    /// stores the value the front read.
+    func testASetWithAVaultIsTheFullKcsWithTheSameValue() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", "v").status, 0)
+        XCTAssertEqual(try vault.unlock().result.status, 0)
+        let stored = try assertSame(vault, ["set", service, "token"], service: service, served: false, input: Array("new".utf8),
+                                    comparesVault: false)
+        XCTAssertEqual(stored.status, 0, "\(stored)")
+        // Saved: the kernel's copy gone, the vault brings the new value back.
+        removeServiceKeyrings(KeyName(service))
+        XCTAssertEqual(try runCommand(builtKC, ["get", service, "token"], environment: vault.environment).output, "new")
+        XCTAssertEqual(try vault.lock().status, 0)
+        _ = try assertSame(vault, ["set", service, "token"], service: service, served: false, input: Array("newer".utf8),
+                           comparesVault: false)
     }
 
     /// A listing with a vault loads what the kernel lacks first (unlocked): the full kc's.

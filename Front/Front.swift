@@ -25,6 +25,8 @@ func main(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar
             request.serveIfNoVault()
         } else if let request = PlainSet(argc: argc, argv: argv) {
             request.serveIfUpdatingInPlace()
+        } else if let request = PlainRemove(argc: argc, argv: argv) {
+            request.serveIfOneCopy(argv: argv, environment: environment)
         }
     }
     FullKC.run(argv: argv, environment: environment)
@@ -266,6 +268,15 @@ enum CoreDumps {
 /// this file itself, whatever name or link (git-credential-kc, a PATH entry, a relative
 /// path) started it, so the two that were installed together run together.
 enum FullKC {
+    /// Has the full kc remove `service` if every keyring of it is empty, silently, with
+    /// exit status 0 (its hidden `---remove-service-if-empty`: `kc rm`'s last step, for a
+    /// removal the front made).
+    static func removeServiceIfEmpty(_ service: UnsafePointer<CChar>, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
+                                     environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Never {
+        var words: [UnsafeMutablePointer<CChar>?] = [argv[0], strdup("---remove-service-if-empty"), strdup(service), nil]
+        words.withUnsafeMutableBufferPointer { run(argv: $0.baseAddress!, environment: environment) }
+    }
+
     static func run(argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
                     environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Never {
         let name: StaticString = "kc-full"

@@ -406,6 +406,119 @@ final class FrontTests: KeyringTestCase {
         XCTAssertEqual(try keychain.string(forKey: "token"), "r")
     }
 
+    // MARK: kc rm of an item
+
+    /// What a removal leaves: the services as the library sees them, and whether a
+    /// deadline record of `keys` is left in the user keyring's `kc.expiry`.
+    private func removalState(_ services: [String], keys: [KeySerial] = []) throws -> [String] {
+        let table = try? SpecialKeyring.user.serial.search(type: "keyring", description: "kc.expiry")
+        let records = keys.map { key in (try? table?.search(type: "user", description: KeyName(String(key.rawValue)))) != nil }
+        return try services.map { "\(try ServiceState($0))" } + ["records \(records)"]
+    }
+
+    func testRemovingAnItemLeavesWhatTheFullKcLeaves() throws {
+        let service = uniqueService(), timed = uniqueService(), lone = uniqueService()
+        let odd = uniqueServiceName(endingWith: [0xff])
+        let oddItem = KeyName(bytes: Array("key".utf8) + [0xfe])
+        let keychain = try Keychain(service: service)
+        var timedKey: KeySerial? = nil
+        let reset: () throws -> Void = {
+            try keychain.set("a", forKey: "token")
+            try keychain.set("b", forKey: "other")
+            try Keychain(service: odd).set("o", forKey: oddItem)
+            try Keychain(service: odd).set("o", forKey: "other")
+            try Keychain(service: lone).set("l", forKey: "token")
+            try Keychain(service: timed).set(Array("t".utf8), forKey: "token", until: Deadline.fromNow(seconds: 3600))
+            try Keychain(service: timed).set("u", forKey: "other")
+            timedKey = try Keychain(service: timed).item("token")?.serial
+        }
+        try reset()
+        let state = { try self.removalState([service, timed, lone, odd.description], keys: timedKey.map { [$0] } ?? []) }
+        XCTAssertEqual(try state().last, "records [true]", "the timed item has a record to drop")
+        for spelling in [words("rm", service, "token"), words("rm", "--", service, "token")] {
+            let (result, after) = try assertSame(spelling, served: true, environment: withoutVault, reset: reset, state: state)
+            XCTAssertEqual(result.status, 0, "\(result)")
+            XCTAssertEqual(result.standardOutput + Array(result.standardError.utf8), [])
+            XCTAssertTrue(after[0].hasPrefix("items [\"other@when-unlocked\"]"), "\(after)")
+        }
+        let (_, afterTimed) = try assertSame(words("rm", timed, "token"), served: true, environment: withoutVault, reset: reset, state: state)
+        XCTAssertEqual(afterTimed.last, "records [false]", "its deadline record is dropped too")
+        try assertSame([Array("rm".utf8), odd.bytes, oddItem.bytes], served: true, environment: withoutVault, reset: reset, state: state)
+        // The last item: the front removes it, and the full kc removes the empty service
+        // (the copy of the front alone cannot run it, so this counts as handed over).
+        let (last, afterLast) = try assertSame(words("rm", lone, "token"), served: false, environment: withoutVault, reset: reset, state: state)
+        XCTAssertEqual(last.status, 0, "\(last)")
+        XCTAssertEqual(afterLast[2], "items [], values [], masks []", "the empty service is gone")
+        XCTAssertFalse(try Keychain(service: lone).serviceExists())
+    }
+
+    /// Two removals of a service's last two items at once: whichever finds the service
+    /// empty last has the full kc remove it, as two full kcs would. Never an item lost
+    /// to it: a third process storing meanwhile keeps its item.
+    func testRacingRemovalsOfTheLastItemsLeaveNoEmptyServiceAndLoseNoItem() throws {
+        let service = uniqueService()
+        let keychain = try Keychain(service: service)
+        let front = try builtFront()
+        var environment = withoutVault
+        environment["KC_S"] = service
+        for round in 0..<30 {
+            try keychain.set("a", forKey: "a")
+            try keychain.set("b", forKey: "b")
+            let keep = round % 3 == 0
+            let script = """
+                "$0" rm "$KC_S" a & "$0" rm "$KC_S" b & \(keep ? "printf k | \"$0\" set \"$KC_S\" kept &" : "") wait
+                """
+            let result = try runCommand("/bin/bash", ["-c", script, front], environment: environment)
+            XCTAssertEqual(result.status, 0, "round \(round): \(result)")
+            XCTAssertEqual(result.standardError, "", "round \(round)")
+            if keep {
+                XCTAssertEqual(try keychain.string(forKey: "kept"), "k", "round \(round): the item stored meanwhile is kept")
+                _ = try keychain.remove("kept")
+                _ = try keychain.removeServiceIfEmpty()
+            }
+            XCTAssertFalse(try keychain.serviceExists(), "round \(round): the emptied service is removed")
+        }
+    }
+
+    func testEveryOtherRemovalIsTheFullKcsBeforeAnythingChanged() throws {
+        let service = uniqueService(), twice = uniqueService()
+        let keychain = try Keychain(service: service)
+        let group = try XCTUnwrap(getgrgid(getgid()).map { String(cString: $0.pointee.gr_name) }, "the primary group has a name")
+        let reset: () throws -> Void = {
+            try keychain.set("a", forKey: "token")
+            try keychain.set("b", forKey: "other")
+            // One item with a copy at two levels (two racing writers leave that for a
+            // moment): the full kc removes both.
+            try Keychain(service: twice).set("x", forKey: "other")
+            try Keychain(service: twice).set("s", forKey: "token")
+            try Keychain(service: twice, accessibility: .afterFirstUnlock).set("y", forKey: "other")
+            let deep = try XCTUnwrap(try SpecialKeyring.user.serial.search(type: "keyring", description: KeyName("kc:") + KeyName(twice)))
+            if try deep.search(type: "user", description: "token") == nil {
+                let copy = try Array("u".utf8).withUnsafeBytes { bytes in
+                    try KeySerial.add(type: "user", description: KeyName("token"), payload: bytes, into: deep)
+                }
+                try copy.setPermissions(.ownerOnly)
+            }
+        }
+        try reset()
+        let state = { try self.removalState([service, twice]) }
+        let handedOver: [[String]] = [
+            ["rm", service, "absent"], ["rm", service + ".absent", "token"], ["rm", twice, "token"],
+            ["rm", "--group", group, service, "token"], ["rm", "--from", String(getuid()), service, "token"],
+            ["rm", service, "a/b"], ["rm", "", "token"], ["rm", service, "token", "extra"], ["rm", "-y", service, "token"],
+        ]
+        for arguments in handedOver {
+            let (_, after) = try assertSame(arguments.map { Array($0.utf8) }, served: false, environment: withoutVault, reset: reset, state: state)
+            if arguments == ["rm", twice, "token"] { XCTAssertFalse(after[1].contains("token@"), "both copies removed: \(after)") }
+        }
+        // A keyring whose mask kc repairs.
+        let ring = { try XCTUnwrap(try self.sessionKeyring.search(type: "keyring", description: KeyName("kc:") + KeyName(service))) }
+        let kcMask = try ring().describe().permissions
+        try assertSame(words("rm", service, "token"), served: false, environment: withoutVault,
+                       reset: { try reset(); try ring().setPermissions(KeyPermissions(rawValue: kcMask.rawValue | 0x3f00_0000)) },
+                       state: state)
+    }
+
     // MARK: A miss without a vault
 
     /// An environment whose vault folder does not exist: a miss in the kernel is final.

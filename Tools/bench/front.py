@@ -24,13 +24,19 @@ KEYCTL = shutil.which("keyctl")
 devnull = os.open("/dev/null", os.O_RDWR)
 
 
-def spawn(command, status=0):
-    """Wall time of one whole process, its output and messages to /dev/null; it must exit `status`."""
-    start = time.perf_counter()
-    pid = os.posix_spawn(command[0], command, os.environ,
-                         file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)])
-    _, result = os.waitpid(pid, 0)
-    elapsed = time.perf_counter() - start
+def spawn(command, status=0, stdin=None):
+    """Wall time of one whole process, its output and messages to /dev/null (its input
+    from the file `stdin`, else /dev/null); it must exit `status`."""
+    source = os.open(stdin, os.O_RDONLY) if stdin else devnull
+    try:
+        start = time.perf_counter()
+        pid = os.posix_spawn(command[0], command, os.environ,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, source, 0)] + [(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (1, 2)])
+        _, result = os.waitpid(pid, 0)
+        elapsed = time.perf_counter() - start
+    finally:
+        if stdin:
+            os.close(source)
     if os.waitstatus_to_exitcode(result) != status:
         sys.exit(f"bench: {' '.join(command)} exited {os.waitstatus_to_exitcode(result)}, not {status}")
     return elapsed
@@ -65,6 +71,27 @@ floor = lambda: spawn([RAW_GET, "bench.front", "token"])
 search_missing = lambda: spawn([KEYCTL, "search", ring, "user", "missing"], 1)
 pipe = lambda: spawn([KEYCTL, "pipe", serial])
 get = lambda kc, *words, status=0: (lambda: spawn([kc, "get", *words], status))
+value = os.path.join(os.environ.get("OUT", "/tmp"), "front-value")
+with open(value, "wb") as handle:
+    handle.write(b"s3cret-value")
+set_value = lambda kc: (lambda: spawn([kc, "set", "bench.front", "token"], stdin=value))
+padd = lambda: spawn([KEYCTL, "padd", "user", "token", ring], stdin=value)
+
+
+def victim():
+    """A fresh item to remove (made outside the timing); its serial."""
+    subprocess.run([KC, "set", "bench.front", "victim"], input=b"v", check=True)
+    return subprocess.run([KEYCTL, "search", ring, "user", "victim"], capture_output=True, check=True).stdout.decode().strip()
+
+
+def removal(kc):
+    def remove():
+        victim()
+        return spawn([kc, "rm", "bench.front", "victim"])
+    return remove
+
+
+unlink = lambda: spawn([KEYCTL, "unlink", victim(), ring])
 
 rows = [
     ("front `kc get S K`", "static C floor (raw_get.c)", 1.1, pairs(get(FRONT, "bench.front", "token"), floor)),
@@ -87,6 +114,11 @@ rows = [
      pairs(lambda: spawn([FRONT, "ls", "bench.front"]), lambda: spawn([KEYCTL, "rlist", ring]))),
     ("front `kc ls S` (no vault, 3 items)", "full `kc ls S`", None,
      pairs(lambda: spawn([FRONT, "ls", "bench.front"]), lambda: spawn([KC, "ls", "bench.front"]))),
+    # An existing item set again, and an item removed (the service keeps others), no vault.
+    ("front `kc set S K < value` (no vault)", "`keyctl padd user K RING < value`", 1.1, pairs(set_value(FRONT), padd)),
+    ("front `kc set S K < value` (no vault)", "full `kc set S K < value`", None, pairs(set_value(FRONT), set_value(KC))),
+    ("front `kc rm S K` (no vault)", "`keyctl unlink SERIAL RING`", 1.1, pairs(removal(FRONT), unlink)),
+    ("front `kc rm S K` (no vault)", "full `kc rm S K`", None, pairs(removal(FRONT), removal(KC))),
     ("front `kc ls -l S` (handed over)", "full `kc ls -l S`", None,
      pairs(lambda: spawn([FRONT, "ls", "-l", "bench.front"]), lambda: spawn([KC, "ls", "-l", "bench.front"]))),
 ]
@@ -96,6 +128,7 @@ memory = [("peak RSS of front `kc get`", peak_rss([FRONT, "get", "bench.front", 
           ("peak RSS of the static C floor", peak_rss([RAW_GET, "bench.front", "token"]))]
 for item in ("token", "second", "third"):
     subprocess.run([KC, "rm", "bench.front", item], check=True)
+os.remove(value)
 
 print(f"| command | median | peer | median | median of ratios | target |")
 print("|---|---|---|---|---|---|")

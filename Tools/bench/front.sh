@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 29's prototype benchmark: kc's front (Front/, docs/FRONT.md) serving `kc get`
-# (a hit, a miss without a vault) and `kc ls S`, against the static C floor (raw_get.c),
+# (a hit, a miss without a vault), `kc ls S`, `kc set` of an existing item and `kc rm`, against the static C floor (raw_get.c),
 # their keyctl peers and the full kc, and what a command it hands over pays for the extra
 # exec (Tools/bench/front.py; docs/BENCHMARKS.md).
 #   ROUNDS   interleaved pairs per row (default 300)
@@ -18,5 +18,5 @@ bin=$(swift build -c release --package-path "$root" --show-bin-path)
 cc -O2 -static -o "$out/raw_get" "$root/Tools/bench/raw_get.c" -lkeyutils
 cc -O2 -static -o "$out/peak_rss" "$root/Tools/bench/peak_rss.c"
 
-FRONT="$bin/kc-front" KC="$bin/kc" RAW_GET="$out/raw_get" PEAK_RSS="$out/peak_rss" \
+OUT="$out" FRONT="$bin/kc-front" KC="$bin/kc" RAW_GET="$out/raw_get" PEAK_RSS="$out/peak_rss" \
     keyctl session - python3 "$root/Tools/bench/front.py"

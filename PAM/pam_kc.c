@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,8 +68,8 @@ static void kc_parse_options(pam_handle_t *pamh, int argc, const char **argv, st
     }
 }
 
-/* Whether kc may run as root with a password: a regular file that only root can change. */
-static int kc_is_trusted(pam_handle_t *pamh, const char *path) {
+/* Whether a program may run as root with a password: a regular file that only root can change. */
+static int kc_file_is_trusted(pam_handle_t *pamh, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) {
         pam_syslog(pamh, LOG_ERR, "cannot use %s: %s", path, strerror(errno));
@@ -79,6 +80,21 @@ static int kc_is_trusted(pam_handle_t *pamh, const char *path) {
         return 0;
     }
     return 1;
+}
+
+/* Whether kc may run: the file, and the full kc `kc-full` beside it if there is one
+ * (installed with kc's front, docs/FRONT.md, which executes it: the same check). */
+static int kc_is_trusted(pam_handle_t *pamh, const char *path) {
+    if (!kc_file_is_trusted(pamh, path)) return 0;
+    char real[PATH_MAX], full[PATH_MAX + 8];
+    if (realpath(path, real) == NULL) return 0;
+    char *slash = strrchr(real, '/');
+    if (slash == NULL) return 0;
+    slash[1] = '\0';
+    if (snprintf(full, sizeof full, "%skc-full", real) >= (int)sizeof full) return 0;
+    struct stat st;
+    if (lstat(full, &st) != 0 && errno == ENOENT) return 1;
+    return kc_file_is_trusted(pamh, full);
 }
 
 static void kc_send_all(int fd, const char *bytes, size_t count) {

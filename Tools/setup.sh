@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's first command: install what kc needs, build the release `kc` and its
-# mount daemon `kc-mountd`, install them in /usr/local/bin, and show them working on a
+# The README's first command: install what kc needs, build the release `kc` (its front
+# and the full kc, `kc-full`, where the toolchain has Embedded Swift) and its mount
+# daemon `kc-mountd`, install them in /usr/local/bin, and show them working on a
 # throwaway secret. It numbers its steps and shows the build's own progress; run again,
 # it skips what is done: packages already there (no apt), an up-to-date build (swift
 # build says so in seconds), installed files that are already the same ("already
@@ -57,9 +58,31 @@ fi
 warnings=$(grep -c "warning:" "$log" || true)
 [ "$warnings" -eq 0 ] || echo "  (the build's $warnings warnings are in .build/setup-build.log)" >&2
 bin=$(swift build -c release --package-path "$root" --show-bin-path)
+# kc's front (docs/FRONT.md): the small program installed as `kc` that serves the hot
+# commands at the speed of C and runs the full kc, installed beside it as `kc-full`,
+# for everything else. Without Embedded Swift in the toolchain there is no front, and
+# the full kc is installed as `kc`, as before.
+if front_log=$(bash "$root/Tools/build-front.sh" --release 2>&1); then
+    echo "$front_log" >> "$log"
+    grep "^build-front: no front" <<< "$front_log" | sed 's/^build-front: /  /' >&2 || true
+else
+    echo "$front_log" >> "$log"
+    rm -f "$bin/kc-front"
+    echo "kc: the front did not build (.build/setup-build.log); the full kc is installed as kc" >&2
+fi
 
 step 3 "the programs, in /usr/local/bin"
-for program in kc kc-mountd kc-secretd; do
+if [ -x "$bin/kc-front" ]; then
+    install_file 0755 "$bin/kc-front" /usr/local/bin/kc
+    install_file 0755 "$bin/kc" /usr/local/bin/kc-full
+else
+    install_file 0755 "$bin/kc" /usr/local/bin/kc
+    if [ -e /usr/local/bin/kc-full ]; then
+        $sudo rm -f /usr/local/bin/kc-full
+        echo "  removed /usr/local/bin/kc-full (no front was built: kc is the full kc)" >&2
+    fi
+fi
+for program in kc-mountd kc-secretd; do
     install_file 0755 "$bin/$program" "/usr/local/bin/$program"
 done
 # The credential helpers are kc itself under another name (it looks at argv[0]).

@@ -48,7 +48,7 @@ extension KC {
         func run() throws {
             let keychain = try podmanKeychain(service: service, level: level)
             guard let action else {
-                let command = PodmanSecretDriver.driverCommand(executable: ownExecutablePath(), service: service, level: level)
+                let command = PodmanSecretDriver.driverCommand(executable: installedCommandPath(), service: service, level: level)
                 if containersConf { return print(PodmanSecretDriver.containersConfiguration(command: command)) }
                 return print(PodmanSecretDriver.driverOptions(command: command))
             }

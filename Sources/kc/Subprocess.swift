@@ -125,6 +125,16 @@ func ownExecutablePath() -> String {
     return String(cString: buffer)
 }
 
+/// The path to name kc by in a command printed for the user to keep (a containers.conf
+/// line): this file, or, when this is the full kc installed as `kc-full` beside its
+/// front (docs/FRONT.md), the front `kc` beside it, which runs it.
+func installedCommandPath() -> String {
+    let own = ownExecutablePath()
+    guard own.hasSuffix("/kc-full") else { return own }
+    let front = String(own.dropLast("kc-full".count)) + "kc"
+    return access(front, X_OK) == 0 ? front : own
+}
+
 /// A program installed next to this one (`kc-mountd` beside `kc`).
 func siblingExecutable(_ name: String) -> String {
     let own = ownExecutablePath()

@@ -257,6 +257,24 @@ final class FrontTests: KeyringTestCase {
         XCTAssertEqual(helper.standardError, full.standardError)
     }
 
+    /// Installed as setup.sh installs them (`kc` the front, `kc-full` the full kc, copies
+    /// in one folder), a command the full kc prints for the user to keep names `kc`.
+    func testTheInstalledLayoutWorksAndPrintedCommandsNameTheFront() throws {
+        let front = try builtFront()
+        let installed = folder + "/bin"
+        try FileManager.default.createDirectory(atPath: installed, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: front, toPath: installed + "/kc")
+        try FileManager.default.copyItem(atPath: URL(fileURLWithPath: builtKC).resolvingSymlinksInPath().path, toPath: installed + "/kc-full")
+        let service = uniqueService()
+        let stored = try runCommand(installed + "/kc", ["set", service, "token"], input: Array("v".utf8), environment: environment())
+        XCTAssertEqual(stored.status, 0, "\(stored)")
+        XCTAssertEqual(try runCommand(installed + "/kc", ["get", service, "token"], environment: environment()).output, "v")
+        let printed = try runCommand(installed + "/kc", ["podman-driver", "--service", service], environment: environment())
+        XCTAssertEqual(printed.status, 0, "\(printed)")
+        XCTAssertTrue(printed.output.contains("'\(installed)/kc' podman-driver"), "\(printed.output)")
+        XCTAssertFalse(printed.output.contains("kc-full"), "\(printed.output)")
+    }
+
     /// The front touches nothing before it hands over: `kc exec` still gives its command
     /// the core-file limit the caller had (the front lowers it only to serve a value).
     func testTheCallersCoreLimitReachesTheFullKc() throws {

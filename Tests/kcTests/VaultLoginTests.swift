@@ -395,10 +395,15 @@ final class VaultLoginTests: VaultTestCase {
         VaultAccount.simulateReboot()
         let userOwnedKC = try makeVault(create: false).dataHome + "/kc"
         XCTAssertEqual(try runShell("cp '\(VaultAccount.kcPath)' '\(userOwnedKC)' && chown \(VaultAccount.name) '\(userOwnedKC)' && chmod 755 '\(userOwnedKC)' '\(URL(fileURLWithPath: userOwnedKC).deletingLastPathComponent().path)'").status, 0)
+        // Installed with its front (docs/FRONT.md), kc executes the kc-full beside it: one
+        // its user could change is refused as kc itself would be.
+        let frontFolder = try makeVault(create: false).dataHome + "/front"
+        XCTAssertEqual(try runShell("mkdir -p '\(frontFolder)' && cp '\(VaultAccount.kcPath)' '\(frontFolder)/kc' && cp '\(VaultAccount.kcPath)' '\(frontFolder)/kc-full' && chown \(VaultAccount.name) '\(frontFolder)/kc-full' && chmod 755 '\(frontFolder)' '\(frontFolder)/kc' '\(frontFolder)/kc-full'").status, 0)
         let withoutKCLogin = try pamtester(withoutKC, ["authenticate", "open_session"], password: password)
         let withoutKCRefusal = try pamtester(withoutKC, ["authenticate"], password: "not the password")
         let broken = [try loginService(try debianStack(["--enable", "kc"]), kc: "/nonexistent/kc"),
                       try loginService(try debianStack(["--enable", "kc"]), kc: userOwnedKC),
+                      try loginService(try debianStack(["--enable", "kc"]), kc: frontFolder + "/kc"),
                       try loginService(try debianStack(["--enable", "kc"]), module: "/nonexistent/pam_kc.so")]
         for stack in broken {
             let result = try pamtester(stack, ["authenticate", "open_session"], password: password)

@@ -92,6 +92,11 @@ func podmanLookup(in keychain: Keychain, service: String) throws {
         standardError("kc: podman secret \(id) is not in the keychain (service '\(service)'): it was lost at a reboot or expired, or removed; create it again, or 'podman secret rm' it")
         throw ExitStatus.notFound
     }
+    // podman takes what was written as the secret: a short write must not look like one.
+    if written == false {
+        standardError("kc: cannot write to standard output")
+        throw ExitStatus.failure
+    }
 }
 
 /// The secret podman asks about, from $SECRET_ID.

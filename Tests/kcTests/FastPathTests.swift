@@ -485,6 +485,14 @@ final class FastPathTests: KeyringTestCase {
         XCTAssertEqual(slash.result.status, 64, "\(slash.result)")
         XCTAssertEqual(slash.result.standardError, invalidName("item", "contains '/'"))
         XCTAssertEqual(try state(), before, "a lookup changes nothing")
+        // podman takes what was written as the secret: output that cannot be written is
+        // a failure, on both paths, never a silent exit 0.
+        for words in [plain, parsed] {
+            let closed = try runCommand("/bin/bash", ["-c", "exec \"$0\" \"$@\" >&-", builtKC] + words,
+                                        environment: environment(["SECRET_ID": "id1"]))
+            XCTAssertEqual(closed.status, 2, "\(words): \(closed)")
+            XCTAssertEqual(closed.standardError, "kc: cannot write to standard output\n", "\(words)")
+        }
     }
 
     // MARK: 3. Bad input on the fast path

@@ -41,6 +41,23 @@ summary="$root/.build/test-summary.txt"
 } > "$summary"
 [ "$status" -eq 0 ] || [ "$failed" -gt 0 ] || echo "swift test exited $status (a crash or a build problem: see above)" >> "$summary"
 [ -z "$front_problem" ] || echo "$front_problem" >> "$summary"
+# The command-line suites once more with kc as installed: the front, which runs the full
+# kc beside it for what it does not serve (KC_TEST_THROUGH_FRONT; docs/FRONT.md).
+through_front="kcTests.(CLITests|FastPathTests|FirstHourTests|SetKeepsTheItemTests|GetConventionsTests|ByteNameCLITests|DeadlineTests|ReadAuditTests|ExecTests|ExecBytesTests|UnprivilegedTests|ConcurrencyTests|VaultCommandTests|GitCredentialTests|DockerCredentialTests|TerminalPromptTests|ImportDuplicateTests|ExportImportTests|NoKernelCallTests|PasswordCommandTests|DoctorTests)"
+if [ -z "$front_problem" ] && [ -x "$(swift build --show-bin-path)/kc-front" ]; then
+    set +e
+    KC_TEST_THROUGH_FRONT=1 swift test --skip-build --disable-swift-testing --filter "$through_front" 2>&1 | tee "$root/.build/test-output-front.txt"
+    front_status=${PIPESTATUS[0]}
+    set -e
+    front_passed=$(grep -cE "^Test Case '.*' passed" "$root/.build/test-output-front.txt" || true)
+    front_failed=$(grep -cE "^Test Case '.*' failed" "$root/.build/test-output-front.txt" || true)
+    front_skipped=$(grep -cE "^Test Case '.*' skipped" "$root/.build/test-output-front.txt" || true)
+    {
+        echo "through the front: $front_passed passed, $front_failed failed, $front_skipped skipped"
+        grep -E "^Test Case '.*' failed|: error: " "$root/.build/test-output-front.txt" | head -20 || true
+    } >> "$summary"
+    [ "$front_status" -eq 0 ] || status=1
+fi
 cat "$summary"
 bash "$root/Tools/leftovers.sh" check "$root/.build/leftovers-before.txt" 2>&1 | tee -a "$summary" || status=1
 if [ "${1:-}" = "--long" ] && [ "$status" -eq 0 ]; then

@@ -65,8 +65,25 @@ public func runShell(_ script: String, input: [UInt8] = []) throws -> CommandRes
 
 /// The `kc` built next to this test bundle.
 public var builtKC: String {
+    runsThroughTheFront ? builtFolder + "/kc-front" : builtFullKC
+}
+
+/// The full kc SwiftPM built, whatever `KC_TEST_THROUGH_FRONT` says: what FrontTests
+/// hold the front to.
+public var builtFullKC: String { builtFolder + "/kc" }
+
+/// The folder of the built executables (and of the front Tools/build-front.sh builds).
+public var builtFolder: String {
     let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("kc").path
+    return URL(fileURLWithPath: exe).deletingLastPathComponent().path
+}
+
+/// With `KC_TEST_THROUGH_FRONT=1` (Tools/test.sh's pass through the front), the suites
+/// run kc as it is installed: `builtKC` is the front, which runs the full kc beside it
+/// (`kc-full`) for what it does not serve itself. Only where the front was built.
+public var runsThroughTheFront: Bool {
+    ProcessInfo.processInfo.environment["KC_TEST_THROUGH_FRONT"] == "1"
+        && FileManager.default.isExecutableFile(atPath: builtFolder + "/kc-front")
 }
 
 /// Runs the built `kc`.

@@ -30,9 +30,12 @@ public enum UnprivilegedUser {
             try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                      attributes: [.posixPermissions: 0o755])
             // kc and the mount daemon it starts from the same folder.
-            let built = URL(fileURLWithPath: builtKC).deletingLastPathComponent().path
-            for program in ["kc", "kc-mountd", "kc-keychain-probe"] {
-                try? FileManager.default.copyItem(atPath: built + "/" + program, toPath: directory + "/" + program)
+            // Through the front, kc is the front and the full kc is kc-full beside it.
+            let built = builtFolder
+            var programs = [(builtKC, "kc"), (built + "/kc-mountd", "kc-mountd"), (built + "/kc-keychain-probe", "kc-keychain-probe")]
+            if runsThroughTheFront { programs.append((builtFullKC, "kc-full")) }
+            for (source, program) in programs {
+                try? FileManager.default.copyItem(atPath: source, toPath: directory + "/" + program)
                 try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory + "/" + program)
             }
         }

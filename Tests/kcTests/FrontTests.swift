@@ -81,7 +81,7 @@ final class FrontTests: KeyringTestCase {
         let front = try run(try builtFront(), arguments, input: input, environment: environment, prefix: prefix, redirections: redirections)
         let frontState = try state()
         try reset()
-        let full = try run(builtKC, arguments, input: input, environment: environment, prefix: prefix, redirections: redirections)
+        let full = try run(builtFullKC, arguments, input: input, environment: environment, prefix: prefix, redirections: redirections)
         let fullState = try state()
         XCTAssertEqual(front.status, full.status, "exit status of kc \(shown): \(front) vs \(full)", file: file, line: line)
         XCTAssertEqual(front.standardOutput, full.standardOutput, "standard output of kc \(shown)", file: file, line: line)
@@ -169,7 +169,7 @@ final class FrontTests: KeyringTestCase {
         try Keychain(service: service).set("newline\n", forKey: "ended")
         for (item, shown) in [("bare", "no newline\r\n"), ("ended", "newline\r\n")] {
             let front = try PseudoTerminal.run(try builtFront(), ["get", service, item], environment: environment())
-            let full = try PseudoTerminal.run(builtKC, ["get", service, item], environment: environment())
+            let full = try PseudoTerminal.run(builtFullKC, ["get", service, item], environment: environment())
             XCTAssertEqual(front.status, 0, "\(front)")
             XCTAssertEqual(front.output, shown, "\(item)")
             XCTAssertEqual(front.output, full.output, "\(item)")
@@ -249,7 +249,7 @@ final class FrontTests: KeyringTestCase {
         let link = folder + "/git-credential-kc"
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: try builtFront())
         let helper = try runCommand(link, ["get"], input: Array("protocol=https\nhost=kc.invalid\n\n".utf8), environment: environment())
-        let full = try runCommand("/bin/bash", ["-c", "exec -a git-credential-kc \"$0\" get", builtKC],
+        let full = try runCommand("/bin/bash", ["-c", "exec -a git-credential-kc \"$0\" get", builtFullKC],
                                   input: Array("protocol=https\nhost=kc.invalid\n\n".utf8), environment: environment())
         XCTAssertFalse(helper.standardError.contains("cannot run the full kc"), "\(helper)")
         XCTAssertEqual(helper.status, full.status, "\(helper) vs \(full)")
@@ -264,7 +264,7 @@ final class FrontTests: KeyringTestCase {
         let installed = folder + "/bin"
         try FileManager.default.createDirectory(atPath: installed, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: front, toPath: installed + "/kc")
-        try FileManager.default.copyItem(atPath: URL(fileURLWithPath: builtKC).resolvingSymlinksInPath().path, toPath: installed + "/kc-full")
+        try FileManager.default.copyItem(atPath: URL(fileURLWithPath: builtFullKC).resolvingSymlinksInPath().path, toPath: installed + "/kc-full")
         let service = uniqueService()
         let stored = try runCommand(installed + "/kc", ["set", service, "token"], input: Array("v".utf8), environment: environment())
         XCTAssertEqual(stored.status, 0, "\(stored)")
@@ -678,12 +678,12 @@ final class FrontTests: KeyringTestCase {
         try keychain.set("v", forKey: "with space")
         let plain = try PseudoTerminal.run(loneFront, ["ls", service], environment: withoutVault)
         XCTAssertEqual(plain.output, "plain\r\nwith space\r\n", "served by the front alone: \(plain)")
-        XCTAssertEqual(plain.output, try PseudoTerminal.run(builtKC, ["ls", service], environment: withoutVault).output)
+        XCTAssertEqual(plain.output, try PseudoTerminal.run(builtFullKC, ["ls", service], environment: withoutVault).output)
         try keychain.set("v", forKey: "tab\there")
         let escaped = try PseudoTerminal.run(loneFront, ["ls", service], environment: withoutVault)
         XCTAssertTrue(escaped.output.contains("cannot run the full kc"), "handed over: \(escaped)")
         let viaFront = try PseudoTerminal.run(try builtFront(), ["ls", service], environment: withoutVault)
-        let full = try PseudoTerminal.run(builtKC, ["ls", service], environment: withoutVault)
+        let full = try PseudoTerminal.run(builtFullKC, ["ls", service], environment: withoutVault)
         XCTAssertEqual(viaFront.output, full.output)
         XCTAssertEqual(full.output, "plain\r\ntab\\x09here\r\nwith space\r\n")
     }
@@ -717,7 +717,7 @@ final class FrontVaultTests: VaultTestCase {
         let frontState = try Keychain(service: service).items().map { "\($0.name)@\($0.accessibility?.name ?? "-")" }
         let frontVault = try vault.digest()
         try reset()
-        let viaFull = try runCommand(builtKC, arguments, input: input, environment: vault.environment)
+        let viaFull = try runCommand(builtFullKC, arguments, input: input, environment: vault.environment)
         let fullState = try Keychain(service: service).items().map { "\($0.name)@\($0.accessibility?.name ?? "-")" }
         XCTAssertEqual(viaFront.status, viaFull.status, "\(arguments): \(viaFront) vs \(viaFull)", file: file, line: line)
         XCTAssertEqual(viaFront.standardOutput, viaFull.standardOutput, "\(arguments)", file: file, line: line)
@@ -759,7 +759,7 @@ final class FrontVaultTests: VaultTestCase {
         XCTAssertEqual(stored.status, 0, "\(stored)")
         // Saved: the kernel's copy gone, the vault brings the new value back.
         removeServiceKeyrings(KeyName(service))
-        XCTAssertEqual(try runCommand(builtKC, ["get", service, "token"], environment: vault.environment).output, "new")
+        XCTAssertEqual(try runCommand(builtFullKC, ["get", service, "token"], environment: vault.environment).output, "new")
         XCTAssertEqual(try vault.lock().status, 0)
         _ = try assertSame(vault, ["set", service, "token"], service: service, served: false, input: Array("newer".utf8),
                            comparesVault: false)
@@ -795,7 +795,7 @@ private func folderWithTheFrontAlone(for test: XCTestCase) throws -> String {
 /// The front Tools/build-front.sh built beside the full kc, with `kc-full` linked to it;
 /// skips the test where there is none.
 private func builtFront() throws -> String {
-    let folder = URL(fileURLWithPath: builtKC).deletingLastPathComponent().path
+    let folder = URL(fileURLWithPath: builtFullKC).deletingLastPathComponent().path
     let front = folder + "/kc-front"
     guard FileManager.default.isExecutableFile(atPath: front) else {
         throw XCTSkip("the front was not built (bash Tools/build-front.sh; it needs a Swift toolchain with Embedded Swift)")

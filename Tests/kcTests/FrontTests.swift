@@ -27,11 +27,6 @@ final class FrontTests: KeyringTestCase {
         folder = try folderWithTheFrontAlone(for: self)
     }
 
-    override func tearDownWithError() throws {
-        if !folder.isEmpty { try? FileManager.default.removeItem(atPath: folder) }
-        try super.tearDownWithError()
-    }
-
     private var loneFront: String { folder + "/kc-front" }
 
     // MARK: Running both
@@ -700,11 +695,6 @@ final class FrontVaultTests: VaultTestCase {
         folder = try folderWithTheFrontAlone(for: self)
     }
 
-    override func tearDownWithError() throws {
-        if !folder.isEmpty { try? FileManager.default.removeItem(atPath: folder) }
-        try super.tearDownWithError()
-    }
-
     private func assertSame(_ vault: VaultFixture, _ arguments: [String], service: String, served: Bool, input: [UInt8] = [],
                             comparesVault: Bool = true, reset: () throws -> Void = {}, file: StaticString = #filePath, line: UInt = #line) throws -> CommandResult {
         let front = try builtFront()
@@ -781,13 +771,15 @@ final class FrontVaultTests: VaultTestCase {
 }
 
 /// A new folder of `test`'s holding a copy of the front and no `kc-full`: the copy serves
-/// what the front serves and says it cannot run the full kc for everything else.
+/// what the front serves and says it cannot run the full kc for everything else. It is
+/// removed when the test ends.
 private func folderWithTheFrontAlone(for test: XCTestCase) throws -> String {
     let front = try builtFront()
     let folder = FileManager.default.temporaryDirectory
         .appendingPathComponent("kc-test-front-\(getpid())-\(test.name.filter(\.isLetter).suffix(30))").path
     try? FileManager.default.removeItem(atPath: folder)
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    test.addTeardownBlock { try? FileManager.default.removeItem(atPath: folder) }
     try FileManager.default.copyItem(atPath: front, toPath: folder + "/kc-front")
     return folder
 }

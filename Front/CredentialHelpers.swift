@@ -135,7 +135,9 @@ struct HelperStandardInput {
     private(set) var count = 0
 
     init?(capacity: Int) {
-        guard let memory = calloc(capacity, 1) else { return nil }
+        // Not zeroed: only what a read wrote is ever looked at (or zeroed), so the pages
+        // past it are never touched.
+        guard let memory = malloc(capacity) else { return nil }
         base = memory.assumingMemoryBound(to: UInt8.self)
         self.capacity = capacity
     }
@@ -176,9 +178,9 @@ struct HelperStandardInput {
         return nil
     }
 
-    /// Zeroes and frees the buffer (it may hold a secret).
+    /// Zeroes what was read (it may hold a secret) and frees the buffer.
     func discard() {
-        explicit_bzero(base, capacity)
+        explicit_bzero(base, consumed)
         free(base)
     }
 
@@ -224,11 +226,12 @@ enum GitCredentialGet {
         // Nothing to answer for (no protocol, no host or path, a host with a `/`, a name
         // too long): the full kc answers nothing and exits 0 without a keyring call.
         guard let service = serviceName(for: request) else { return .exit(0) }
+        var keyrings = CredentialService(service)
         let user: [UInt8]
         if let asked = request.username, !asked.isEmpty {
             user = asked
         } else {
-            guard let users = storedUsers(in: service) else { return .handOver }
+            guard let users = storedUsers(in: &keyrings) else { return .handOver }
             // Several: the one stored last (`%latest`) is the full kc's to read.
             guard users.count <= 1 else { return .handOver }
             guard let only = users.first else { return .exit(0) }
@@ -239,9 +242,9 @@ enum GitCredentialGet {
         refreshName.append(contentsOf: refreshSuffix)
         guard refreshName.count <= 255 else { return .exit(0) }
 
-        let password = ItemLookup(service: service, item: passwordName)
+        let password = keyrings.lookup(passwordName)
         if case .uncertain = password { return .handOver }
-        let refreshToken = ItemLookup(service: service, item: refreshName)
+        let refreshToken = keyrings.lookup(refreshName)
         if case .uncertain = refreshToken { return .handOver }
         // A user with nothing stored: no answer, so git asks on.
         if case .nowhere = password, case .nowhere = refreshToken { return .exit(0) }
@@ -345,8 +348,8 @@ enum GitCredentialGet {
     /// `GitCredentialHelper.storedUsers`: the users with a password or refresh token in
     /// the service (names this helper made), in the listing's order; nil if the listing
     /// is not certain.
-    private static func storedUsers(in service: [UInt8]) -> [[UInt8]]? {
-        guard let names = ServiceListing.itemNames(of: service) else { return nil }
+    private static func storedUsers(in keyrings: inout CredentialService) -> [[UInt8]]? {
+        guard let names = keyrings.itemNames() else { return nil }
         var users: [[UInt8]] = []
         for name in names {
             var itemName = name
@@ -377,12 +380,14 @@ enum DockerCredentialGet {
         let server = Array(input[first...last])
         var service = staticBytes("docker:")
         CredentialNames.appendEncoded(server, to: &service)
-        guard service.count <= 255, !service.contains(0), let names = ServiceListing.itemNames(of: service) else { return .handOver }
+        guard service.count <= 255, !service.contains(0) else { return .handOver }
+        var keyrings = CredentialService(service)
+        guard let names = keyrings.itemNames() else { return .handOver }
         for name in names {
             guard let user = CredentialNames.decode(name) else { continue }
             // A name the full kc refuses to read (made with keyctl) is its to report.
             guard isItemName(name) else { return .handOver }
-            let found = ItemLookup(service: service, item: name)
+            let found = keyrings.lookup(name)
             switch found {
             case .uncertain: return .handOver
             case .nowhere: continue
@@ -518,38 +523,100 @@ enum CredentialNames {
 }
 
 /// Where an item is, found as the full kc's read finds it (`OwnService.locate`): in the
-/// service's keyring at its home level (the session keyring's `kc:SERVICE`, the owner
-/// and mask checked), else nowhere at any level (every keyring of the service probed as
-/// the full kc probes it; no vault, which the caller made sure of). Anything else (found
-/// at another level, a keyring to repair, a failed call) is the full kc's.
+/// service's keyring at its home level, else nowhere at any level (no vault, which the
+/// caller made sure of). Anything else (found at another level, a keyring to repair, a
+/// failed call) is the full kc's.
 enum ItemLookup {
     case atHome(key_serial_t)
     case nowhere
     case uncertain
+}
 
-    init(service: [UInt8], item: [UInt8]) {
-        var serviceText = CText(), itemText = CText()
-        serviceText.append(service)
-        itemText.append(item)
-        self = serviceText.withCString { service in
-            itemText.withCString { item in
-                switch ServiceKeyrings.find(service, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING) {
-                case .uncertain: return .uncertain
-                case .found(let ring):
-                    switch Search(in: ring, type: "user", description: item) {
-                    case .found(let key): return .atHome(key)
-                    case .uncertain: return .uncertain
-                    case .absent: break
-                    }
-                case .absent: break
-                }
-                let missing = ServiceKeyrings.probe(service) { ring, _ in
-                    if case .absent = Search(in: ring, type: "user", description: item) { return true }
-                    return false
-                }
-                return missing ? .nowhere : .uncertain
+/// A service's keyrings, found once as the full kc finds them, for the lookups and the
+/// listing one answer makes.
+struct CredentialService {
+    private var name = CText()
+    /// The home keyring: the session keyring's `kc:SERVICE`, the owner and mask checked.
+    private let home: Search
+    /// Every keyring of the service at every level (the full kc's probe) and whether it
+    /// is linked in its anchor directly; made on first use, and nil inside if the probe
+    /// was not certain.
+    private var probed: [(ring: key_serial_t, linkedDirectly: Bool)]?? = nil
+
+    init(_ service: [UInt8]) {
+        name.append(service)
+        home = name.withCString { ServiceKeyrings.find($0, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING) }
+    }
+
+    private mutating func rings() -> [(ring: key_serial_t, linkedDirectly: Bool)]? {
+        if let probed { return probed }
+        var found: [(ring: key_serial_t, linkedDirectly: Bool)] = []
+        let certain = name.withCString { service in
+            ServiceKeyrings.probe(service) { ring, linkedDirectly in
+                found.append((ring, linkedDirectly))
+                return true
             }
         }
+        let rings = certain ? found : nil
+        probed = .some(rings)
+        return rings
+    }
+
+    /// The item: a search of the home keyring, and where it is not there, of every
+    /// other keyring of the service.
+    mutating func lookup(_ item: [UInt8]) -> ItemLookup {
+        var itemText = CText()
+        itemText.append(item)
+        var homeRing: key_serial_t? = nil
+        switch home {
+        case .uncertain: return .uncertain
+        case .absent: break
+        case .found(let ring):
+            homeRing = ring
+            switch itemText.withCString({ Search(in: ring, type: "user", description: $0) }) {
+            case .found(let key): return .atHome(key)
+            case .uncertain: return .uncertain
+            case .absent: break
+            }
+        }
+        guard let rings = rings() else { return .uncertain }
+        for (ring, _) in rings where ring != homeRing {
+            guard case .absent = itemText.withCString({ Search(in: ring, type: "user", description: $0) }) else { return .uncertain }
+        }
+        return .nowhere
+    }
+
+    /// The item names `Keychain.allKeyNames()` lists (`ServiceRings.itemNames(checkingSize:
+    /// false)`): the `user` keys linked in each of the service's keyrings that is linked
+    /// in its anchor directly, sorted by their bytes. Nil where the full kc would change
+    /// something (unlink another uid's key or one that cannot be described) or report an
+    /// error.
+    mutating func itemNames() -> [[UInt8]]? {
+        guard let rings = rings() else { return nil }
+        var names: [[UInt8]] = []
+        for (ring, linkedDirectly) in rings where linkedDirectly {
+            guard Self.appendUserKeyNames(of: ring, to: &names) else { return nil }
+        }
+        names.sort { $0.lexicographicallyPrecedes($1) }
+        return names
+    }
+
+    private static func appendUserKeyNames(of ring: key_serial_t, to names: inout [[UInt8]]) -> Bool {
+        guard let keys = ServiceKeyrings.linkedKeys(of: ring) else { return false }
+        for key in keys {
+            let described: (isUser: Bool, name: [UInt8])?? = KeyDescription.read(key) { fields in
+                let isUser = fields.skip(ifEqualTo: "user")
+                guard isUser || fields.skip(),
+                      let uid = fields.number(radix: 10), uid == UInt64(geteuid()),
+                      fields.number(radix: 10) != nil,  // gid
+                      fields.number(radix: 16) != nil  // mask
+                else { return nil }
+                return (isUser, Array(UnsafeRawBufferPointer(start: fields.position, count: strlen(fields.position))))
+            }
+            guard let described, let described else { return false }
+            if described.isUser { names.append(described.name) }
+        }
+        return true
     }
 }
 
@@ -572,45 +639,6 @@ enum ItemValue {
             explicit_bzero(base, length)
             return result
         }
-    }
-}
-
-/// A service's item names, as `Keychain.allKeyNames()` lists them
-/// (`ServiceRings.itemNames(checkingSize: false)`): the `user` keys linked in each of
-/// the service's keyrings that is linked in its anchor directly, sorted by their bytes.
-enum ServiceListing {
-    /// Nil where the full kc would change something (unlink another uid's key or one
-    /// that cannot be described) or report an error.
-    static func itemNames(of service: [UInt8]) -> [[UInt8]]? {
-        var serviceText = CText()
-        serviceText.append(service)
-        var names: [[UInt8]] = []
-        let certain = serviceText.withCString { service in
-            ServiceKeyrings.probe(service) { ring, linkedDirectly in
-                !linkedDirectly || appendUserKeyNames(of: ring, to: &names)
-            }
-        }
-        guard certain else { return nil }
-        names.sort { $0.lexicographicallyPrecedes($1) }
-        return names
-    }
-
-    private static func appendUserKeyNames(of ring: key_serial_t, to names: inout [[UInt8]]) -> Bool {
-        guard let keys = ServiceKeyrings.linkedKeys(of: ring) else { return false }
-        for key in keys {
-            let described: (isUser: Bool, name: [UInt8])?? = KeyDescription.read(key) { fields in
-                let isUser = fields.skip(ifEqualTo: "user")
-                guard isUser || fields.skip(),
-                      let uid = fields.number(radix: 10), uid == UInt64(geteuid()),
-                      fields.number(radix: 10) != nil,  // gid
-                      fields.number(radix: 16) != nil  // mask
-                else { return nil }
-                return (isUser, Array(UnsafeRawBufferPointer(start: fields.position, count: strlen(fields.position))))
-            }
-            guard let described, let described else { return false }
-            if described.isUser { names.append(described.name) }
-        }
-        return true
     }
 }
 

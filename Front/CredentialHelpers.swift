@@ -227,6 +227,11 @@ enum GitCredentialGet {
         // too long): the full kc answers nothing and exits 0 without a keyring call.
         guard let service = serviceName(for: request) else { return .exit(0) }
         var keyrings = CredentialService(service)
+        // /proc/keys before anything else: the probe of every level links the persistent
+        // keyring into a thread keyring, and then the kernel's possession check for each
+        // key it lists searches that too (the read cost twice as much). Only a password
+        // at home needs it, so only with a home keyring.
+        let procKeys = keyrings.hasHomeKeyring ? ProcKeys.read() : nil
         let user: [UInt8]
         if let asked = request.username, !asked.isEmpty {
             user = asked
@@ -250,7 +255,9 @@ enum GitCredentialGet {
         if case .nowhere = password, case .nowhere = refreshToken { return .exit(0) }
         // The full kc shows a deadline where /proc/keys shows one; the front answers
         // only for a password without one.
-        if case .atHome(let key) = password, !ProcKeys.showsNoExpiry(of: key) { return .handOver }
+        if case .atHome(let key) = password, !(procKeys.map { ProcKeys.showsNoExpiry(of: key, in: $0) } ?? false) {
+            return .handOver
+        }
 
         let answered = ItemValue.withValue(of: password) { passwordValue in
             ItemValue.withValue(of: refreshToken) { refreshValue in
@@ -548,6 +555,13 @@ struct CredentialService {
         home = name.withCString { ServiceKeyrings.find($0, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING) }
     }
 
+    /// Whether the session keyring's search found the service's keyring (the owner and
+    /// mask as kc makes them).
+    var hasHomeKeyring: Bool {
+        if case .found = home { return true }
+        return false
+    }
+
     private mutating func rings() -> [(ring: key_serial_t, linkedDirectly: Bool)]? {
         if let probed { return probed }
         var found: [(ring: key_serial_t, linkedDirectly: Bool)] = []
@@ -644,11 +658,10 @@ enum ItemValue {
 
 /// /proc/keys, read as the full kc reads an item's deadline (`DeadlineRecords.deadline(of:)`).
 enum ProcKeys {
-    /// Whether the key's line shows `perm` (no expiry) in its expiry column: then the
-    /// full kc shows no deadline. False for anything else (an expiry, no line, no file).
-    static func showsNoExpiry(of key: key_serial_t) -> Bool {
+    /// The whole file as the full kc reads it (`readProcBytes`), or nil if it cannot be read.
+    static func read() -> [UInt8]? {
         let descriptor = CFront_open_reading("/proc/keys")
-        guard descriptor >= 0 else { return false }
+        guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
         var text: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
@@ -656,11 +669,17 @@ enum ProcKeys {
             let count = chunk.withUnsafeMutableBytes { CFront.read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
                 if CFront_errno() == EINTR { continue }
-                return false
+                return nil
             }
-            if count == 0 { break }
+            if count == 0 { return text }
             text.append(contentsOf: chunk[0..<count])
         }
+    }
+
+    /// Whether the key's line in `text` (``read()``) shows `perm` (no expiry) in its
+    /// expiry column: then the full kc shows no deadline. False for anything else (an
+    /// expiry, no line).
+    static func showsNoExpiry(of key: key_serial_t, in text: [UInt8]) -> Bool {
         // `%08x ` of the serial starts its line.
         let digits: StaticString = "0123456789abcdef"
         var prefix: [UInt8] = []

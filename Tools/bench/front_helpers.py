@@ -4,7 +4,8 @@ in one run (docs/BENCHMARKS.md).
 
 usage: front_helpers.py   (run by front_helpers.sh inside a throwaway session keyring: keyctl session -)
 Environment: FRONT (the front, with kc-full beside it), KC (the full kc), RAW_GET (static
-C get), ROUNDS (pairs per row, default 300).
+C get: three calls), RAW_GIT_GET (static C making the front's calls for git's get), ROUNDS
+(pairs per row, default 300).
 
 Each helper runs as installed, through a link named like it (to the front, or to the full
 kc), with its input from a file. Each row runs its two commands as interleaved pairs (which
@@ -20,7 +21,7 @@ import tempfile
 import time
 
 FRONT, KC = os.path.abspath(os.environ["FRONT"]), os.path.abspath(os.environ["KC"])
-RAW_GET = os.environ["RAW_GET"]
+RAW_GET, RAW_GIT_GET = os.environ["RAW_GET"], os.environ["RAW_GIT_GET"]
 ROUNDS = int(os.environ.get("ROUNDS", "300"))
 KEYCTL = shutil.which("keyctl")
 devnull = os.open("/dev/null", os.O_RDWR)
@@ -98,10 +99,16 @@ for helper, stdin in (("git-credential-kc", git_named), ("git-credential-kc", gi
 helper = lambda kind, name, stdin, status=0: (lambda: spawn([links[kind, name], "get"], stdin, status))
 pipe = lambda: spawn([KEYCTL, "pipe", token])
 floor = lambda: spawn([RAW_GET, "git:https:git.example", "alice"])
+same_calls = lambda: spawn([RAW_GIT_GET, "git:https:git.example", "alice"], git_named)
+if output([RAW_GIT_GET, "git:https:git.example", "alice"], git_named) != output([links["front", "git-credential-kc"], "get"], git_named):
+    sys.exit("bench: raw_git_get answers differently from the front")
 
 rows = [
     ("front `git-credential-kc get` (username=alice)", "`keyctl pipe SERIAL`", 1.2, pairs(helper("front", "git-credential-kc", git_named), pipe)),
     ("front `git-credential-kc get` (username=alice)", "static C floor (raw_get.c)", 1.1, pairs(helper("front", "git-credential-kc", git_named), floor)),
+    ("front `git-credential-kc get` (username=alice)", "static C, the front's calls (raw_git_get.c)", 1.1,
+     pairs(helper("front", "git-credential-kc", git_named), same_calls)),
+    ("static C, the front's calls (raw_git_get.c)", "static C floor (raw_get.c)", None, pairs(same_calls, floor)),
     ("front `git-credential-kc get` (the only user)", "`keyctl pipe SERIAL`", 1.2, pairs(helper("front", "git-credential-kc", git_only), pipe)),
     ("front `git-credential-kc get` (the only user)", "static C floor (raw_get.c)", 1.1, pairs(helper("front", "git-credential-kc", git_only), floor)),
     ("full `git-credential-kc get` (username=alice, today)", "`keyctl pipe SERIAL`", None, pairs(helper("full", "git-credential-kc", git_named), pipe)),

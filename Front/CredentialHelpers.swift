@@ -41,8 +41,7 @@ enum CredentialHelper {
     func serveGet(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
                   environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
         guard isPlainGet(argc: argc, argv: argv),
-              UserNamespace.isInitial, let root = Vault.defaultRoot, Vault.isAbsent(at: root),
-              Vault.stashSearchIsPlain(at: root)
+              UserNamespace.isInitial, let vaultRoot = Vault.defaultRoot, Vault.isAbsent(at: vaultRoot)
         else { return }
         // The full kc turns core dumps off before anything (Sources/kc/KC.swift).
         let callersLimit = CoreDumps.disable()
@@ -57,8 +56,8 @@ enum CredentialHelper {
         var outcome = HelperOutcome.handOver
         if input.count <= inputLimit {
             switch self {
-            case .git: outcome = GitCredentialGet.serve(input.bytes)
-            case .docker: outcome = DockerCredentialGet.serve(input.bytes)
+            case .git: outcome = GitCredentialGet.serve(input.bytes, vaultRoot: vaultRoot)
+            case .docker: outcome = DockerCredentialGet.serve(input.bytes, vaultRoot: vaultRoot)
             }
         }
         if case .exit(let status) = outcome {
@@ -221,12 +220,12 @@ enum GitCredentialGet {
     }
 
     /// The answer if it is certain (written, with the status to exit with), else `handOver`.
-    static func serve(_ input: UnsafeRawBufferPointer) -> HelperOutcome {
+    static func serve(_ input: UnsafeRawBufferPointer, vaultRoot: CText) -> HelperOutcome {
         guard let request = parse(input) else { return .handOver }
         // Nothing to answer for (no protocol, no host or path, a host with a `/`, a name
         // too long): the full kc answers nothing and exits 0 without a keyring call.
         guard let service = serviceName(for: request) else { return .exit(0) }
-        var keyrings = CredentialService(service)
+        var keyrings = CredentialService(service, vaultRoot: vaultRoot)
         // /proc/keys before anything else: the probe of every level links the persistent
         // keyring into a thread keyring, and then the kernel's possession check for each
         // key it lists searches that too (the read cost twice as much). Only a password
@@ -379,7 +378,7 @@ enum GitCredentialGet {
 enum DockerCredentialGet {
     /// The answer (or "not found") if it is certain (written, with the status to exit
     /// with), else `handOver`.
-    static func serve(_ input: UnsafeRawBufferPointer) -> HelperOutcome {
+    static func serve(_ input: UnsafeRawBufferPointer, vaultRoot: CText) -> HelperOutcome {
         // `serverURL(in:)`: without the white space around it; none at all is an error.
         let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
         guard let first = input.firstIndex(where: { !isSpace($0) }), let last = input.lastIndex(where: { !isSpace($0) })
@@ -388,7 +387,7 @@ enum DockerCredentialGet {
         var service = staticBytes("docker:")
         CredentialNames.appendEncoded(server, to: &service)
         guard service.count <= 255, !service.contains(0) else { return .handOver }
-        var keyrings = CredentialService(service)
+        var keyrings = CredentialService(service, vaultRoot: vaultRoot)
         guard let names = keyrings.itemNames() else { return .handOver }
         for name in names {
             guard let user = CredentialNames.decode(name) else { continue }
@@ -543,6 +542,8 @@ enum ItemLookup {
 /// listing one answer makes.
 struct CredentialService {
     private var name = CText()
+    /// Where the vault would be: there is none (the caller made sure).
+    private let vaultRoot: CText
     /// The home keyring: the session keyring's `kc:SERVICE`, the owner and mask checked.
     private let home: Search
     /// Every keyring of the service at every level (the full kc's probe) and whether it
@@ -550,7 +551,8 @@ struct CredentialService {
     /// was not certain.
     private var probed: [(ring: key_serial_t, linkedDirectly: Bool)]?? = nil
 
-    init(_ service: [UInt8]) {
+    init(_ service: [UInt8], vaultRoot: CText) {
+        self.vaultRoot = vaultRoot
         name.append(service)
         home = name.withCString { ServiceKeyrings.find($0, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING) }
     }
@@ -601,12 +603,15 @@ struct CredentialService {
     }
 
     /// The item names `Keychain.allKeyNames()` lists (`ServiceRings.itemNames(checkingSize:
-    /// false)`): the `user` keys linked in each of the service's keyrings that is linked
+    /// false)`, no vault to load from): the `user` keys linked in each of the service's keyrings that is linked
     /// in its anchor directly, sorted by their bytes. Nil where the full kc would change
     /// something (unlink another uid's key or one that cannot be described) or report an
     /// error.
     mutating func itemNames() -> [[UInt8]]? {
-        guard let rings = rings() else { return nil }
+        // A listing, and only a listing, also asks whether the vault's key is stashed
+        // (`Vault.loadMissing`, through `Vault.forWriting`); only a search the kernel
+        // refuses would make the full kc do more.
+        guard Vault.stashSearchIsPlain(at: vaultRoot), let rings = rings() else { return nil }
         var names: [[UInt8]] = []
         for (ring, linkedDirectly) in rings where linkedDirectly {
             guard Self.appendUserKeyNames(of: ring, to: &names) else { return nil }

@@ -1,8 +1,8 @@
 /* The floor for the front's `git-credential-kc get` of a password at home: a static C
  * program making the same system calls as the front (Front/CredentialHelpers.swift),
  * with no parsing and no checks: core dumps off (getrlimit, prctl), the input read, the
- * vault's absence (a stat of the user namespace and of XDG_DATA_HOME, an O_PATH open,
- * the stash search), the service keyring searched and described, /proc/keys read (for
+ * vault's absence (a stat of the user namespace and of XDG_DATA_HOME, an O_PATH open),
+ * the service keyring searched and described, /proc/keys read (for
  * the password's expiry), the password and refresh token searched, the refresh token's
  * miss confirmed at every level (the anchors' service keyrings, the session keyring's
  * links, the persistent keyring), the read and the answer. raw_get.c is the floor of
@@ -28,12 +28,10 @@ int main(int argc, char **argv) {
     struct stat status;
     stat("/proc/self/ns/user", &status);
     const char *data = getenv("XDG_DATA_HOME");
-    char vault[4200], stash[4300];
+    char vault[4200];
     stat(data, &status);
     snprintf(vault, sizeof vault, "%s/kc", data);
     if (open(vault, O_PATH | O_NOFOLLOW | O_CLOEXEC) >= 0) return 2;
-    snprintf(stash, sizeof stash, "kc.vault:%s", vault);
-    keyctl_search(KEY_SPEC_USER_KEYRING, "user", stash, 0);
 
     char name[300], local[300], refresh[300], description[4224];
     snprintf(name, sizeof name, "kc:%s", argv[1]);

@@ -44,10 +44,11 @@ final class FrontCredentialHelperTests: KeyringTestCase {
         return host
     }
 
-    /// Runs `helper get` through `which` folder's link (bash's `exec`, then `redirections`).
+    /// Runs `helper get` through `which` folder's link (after `prefix`: bash's `exec`, or a
+    /// wrapper that execs its arguments; then `redirections`).
     private func run(_ which: String, _ helper: String, _ arguments: [String], input: [UInt8], environment: [String: String],
-                     redirections: String) throws -> CommandResult {
-        let script = "exec \"$0\" \(arguments.joined(separator: " ")) \(redirections)"
+                     prefix: String = "exec", redirections: String) throws -> CommandResult {
+        let script = "\(prefix) \"$0\" \(arguments.joined(separator: " ")) \(redirections)"
         return try runCommand("/bin/bash", ["-c", script, folder + "/" + which + "/" + helper], input: input, environment: environment)
     }
 
@@ -56,17 +57,17 @@ final class FrontCredentialHelperTests: KeyringTestCase {
     /// the front's run.
     @discardableResult
     private func assertSame(_ helper: String, _ input: [UInt8], served expected: Bool, arguments: [String] = ["get"],
-                            environment: [String: String]? = nil, redirections: String = "", services: [String],
+                            environment: [String: String]? = nil, prefix: String = "exec", redirections: String = "", services: [String],
                             file: StaticString = #filePath, line: UInt = #line) throws -> CommandResult {
         let environment = environment ?? self.environment()
         let shown = "\(helper) \(arguments.joined(separator: " ")) < \(String(decoding: input.prefix(80), as: UTF8.self).debugDescription)"
         let state = { try services.map { try HelperState($0) } }
-        let alone = try run("alone", helper, arguments, input: input, environment: environment, redirections: redirections)
+        let alone = try run("alone", helper, arguments, input: input, environment: environment, prefix: prefix, redirections: redirections)
         XCTAssertEqual(!alone.standardError.contains("kc: cannot run the full kc, "), expected,
                        "\(shown) should be \(expected ? "served by the front" : "handed to the full kc"): \(alone)", file: file, line: line)
-        let front = try run("front", helper, arguments, input: input, environment: environment, redirections: redirections)
+        let front = try run("front", helper, arguments, input: input, environment: environment, prefix: prefix, redirections: redirections)
         let frontState = try state()
-        let full = try run("full", helper, arguments, input: input, environment: environment, redirections: redirections)
+        let full = try run("full", helper, arguments, input: input, environment: environment, prefix: prefix, redirections: redirections)
         let fullState = try state()
         XCTAssertEqual(front.status, full.status, "exit status of \(shown): \(front) vs \(full)", file: file, line: line)
         XCTAssertEqual(front.standardOutput, full.standardOutput, "standard output of \(shown): \(front) vs \(full)", file: file, line: line)
@@ -255,6 +256,21 @@ final class FrontCredentialHelperTests: KeyringTestCase {
         // Other actions and command lines: untouched.
         try assertSame("docker-credential-kc", git(host), served: false, arguments: ["list"], services: services)
         try assertSame("docker-credential-kc", git(host), served: false, arguments: ["get", "more"], services: services)
+    }
+
+    func testAReaderThatHasGoneEndsBothHelpersAlike() throws {
+        guard programExists("python3") else { throw XCTSkip("python3 is needed to make a pipe without a reader") }
+        let host = uniqueHost()
+        try store("git-credential-kc", "protocol=https\nhost=\(host)\nusername=alice\npassword=p\n\n")
+        try store("docker-credential-kc", #"{"ServerURL":"\#(host)","Username":"bob","Secret":"s"}"#)
+        // A pipe whose read end is closed, SIGPIPE at its default action (python ignores it).
+        let noReader = "exec python3 -c 'import os, signal, sys; r, w = os.pipe(); os.close(r); os.dup2(w, 1); "
+            + "signal.signal(signal.SIGPIPE, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])'"
+        for (helper, input) in [("git-credential-kc", "protocol=https\nhost=\(host)\n\n"), ("docker-credential-kc", host),
+                                ("docker-credential-kc", "nothing-" + host)] {
+            let result = try assertSame(helper, git(input), served: true, prefix: noReader, services: ["git:https:" + host, "docker:" + host])
+            XCTAssertNotEqual(result.status, 0, "\(helper) < \(input): \(result)")
+        }
     }
 
     func testDockerInputThatCannotBeReadIsReportedAsTheFullKcReportsIt() throws {

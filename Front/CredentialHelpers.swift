@@ -51,7 +51,7 @@ enum CredentialHelper {
         }
         if let error = input.read(stoppingAtBlankLine: self == .git) {
             input.discard()
-            reportUnreadable(error)
+            fail("cannot read standard input", error)
         }
         var outcome = HelperOutcome.handOver
         if input.count <= inputLimit {
@@ -78,38 +78,19 @@ enum CredentialHelper {
         return strcmp(level, "when-unlocked") == 0 || strcmp(level, "after-first-unlock") == 0 || strcmp(level, "always") == 0
     }
 
-    /// The full kc's message for a read of standard input that failed, and its exit.
-    private func reportUnreadable(_ error: Int32) -> Never {
-        switch self {
-        case .git:
-            StandardStream.report("kc: git-credential-kc: cannot read standard input: ", strerror(error), "\n")
-            exit(2)
-        case .docker:
-            // docker's clients read errors on standard output.
-            var line = CText()
-            line.append("kc: cannot read standard input: ")
-            if let reason = strerror(error) { line.append(reason) }
-            line.append("\n")
-            line.bytes.withUnsafeBytes { _ = StandardStream.write($0, to: 1) }
-            exit(1)
-        }
-    }
-
-    /// Where the input cannot be handed over (no memory for the memfd): said as the
-    /// helper says its own failures.
-    fileprivate func reportCannotHandOver(_ error: Int32) -> Never {
-        switch self {
-        case .git:
-            StandardStream.report("kc: git-credential-kc: cannot hand the input to the full kc: ", strerror(error), "\n")
-            exit(2)
-        case .docker:
-            var line = CText()
-            line.append("kc: cannot hand the input to the full kc: ")
-            if let reason = strerror(error) { line.append(reason) }
-            line.append("\n")
-            line.bytes.withUnsafeBytes { _ = StandardStream.write($0, to: 1) }
-            exit(1)
-        }
+    /// Says that `what` failed and why, as the helper says its own failures, and exits:
+    /// git's `kc: git-credential-kc: WHAT: REASON` on standard error, exit 2; docker's
+    /// `kc: WHAT: REASON` on standard output (where its clients read errors), exit 1.
+    /// For a read of standard input that failed, this is the full kc's message.
+    fileprivate func fail(_ what: StaticString, _ error: Int32) -> Never {
+        var line = CText()
+        line.append(self == .git ? "kc: git-credential-kc: " : "kc: ")
+        line.append(what)
+        line.append(": ")
+        if let reason = strerror(error) { line.append(reason) }
+        line.append("\n")
+        line.bytes.withUnsafeBytes { _ = StandardStream.write($0, to: self == .git ? 2 : 1) }
+        exit(self == .git ? 2 : 1)
     }
 }
 
@@ -197,7 +178,8 @@ struct HelperStandardInput {
             && dup2(memory, 0) == 0
         let error = CFront_errno()
         discard()
-        guard placed else { helper.reportCannotHandOver(error) }
+        // Only without memory or a descriptor to spare: the one message the full kc never gives.
+        guard placed else { helper.fail("cannot hand the input to the full kc", error) }
         close(memory)
         CoreDumps.restore(callersLimit)
         FullKC.run(argv: argv, environment: environment)

@@ -177,6 +177,27 @@ final class FrontCredentialHelperTests: KeyringTestCase {
                        services: services)
     }
 
+    /// git's input ends at the empty line: what the caller writes after it is left for
+    /// the next reader, by the front as by the full kc, served or handed over.
+    func testWhatFollowsTheEmptyLineIsLeftUnreadOnBothPaths() throws {
+        let host = uniqueHost()
+        try store("git-credential-kc", "protocol=https\nhost=\(host)\nusername=alice\npassword=p\n\n")
+        for (first, served) in [("protocol=https\nhost=\(host)\n\n", true), ("protocol=https\nnot key value\n\n", false)] {
+            // The rest comes later, as a second write: the helper's read has returned by then.
+            let script = "{ printf '%s' \"$1\"; sleep 0.5; printf 'the rest\\n'; } | { \"$0\" get; echo \"status $?\"; cat; }"
+            var results: [String: CommandResult] = [:]
+            for which in ["alone", "front", "full"] {
+                results[which] = try runCommand("/bin/bash", ["-c", script, folder + "/" + which + "/git-credential-kc", first],
+                                                environment: environment())
+            }
+            guard let alone = results["alone"], let front = results["front"], let full = results["full"] else { return }
+            XCTAssertEqual(!alone.standardError.contains("kc: cannot run the full kc, "), served, "\(first.debugDescription): \(alone)")
+            XCTAssertEqual(front.output, full.output, "\(first.debugDescription)")
+            XCTAssertEqual(front.standardError, full.standardError, "\(first.debugDescription)")
+            XCTAssertTrue(front.output.hasSuffix("the rest\n"), "\(front)")
+        }
+    }
+
     func testGitInputOverTheLimitIsTheFullKcsWithTheBytesTheFrontRead() throws {
         let host = uniqueHost()
         try store("git-credential-kc", "protocol=https\nhost=\(host)\nusername=alice\npassword=p\n\n")

@@ -16,7 +16,9 @@ import CFront
 @_cdecl("main")
 func main(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
           _ environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32 {
-    if let program = argv[0], !isHelperName(program) {
+    if let program = argv[0], let helper = CredentialHelper(program: program) {
+        helper.serveGet(argc: argc, argv: argv, environment: environment)  // Front/CredentialHelpers.swift
+    } else if let program = argv[0], !isHelperName(program) {
         // The read audit logs each value written; that is the full kc's to do.
         if let request = PlainGet(argc: argc, argv: argv), getenv("KC_AUDIT") == nil {
             request.serveIfAtHome()

@@ -87,13 +87,9 @@ struct PlainSet {
     /// then main() runs the full kc. If that cannot be done the value would be lost:
     /// the command fails, having stored nothing.
     private func handOver(_ value: UnsafeMutableRawBufferPointer, callersLimit: rlimit) {
-        let copy = CFront_memfd("kc-set-value")
-        let made = copy >= 0 && StandardStream.write(UnsafeRawBufferPointer(value), to: copy)
-            && lseek(copy, 0, SEEK_SET) == 0 && dup2(copy, 0) == 0
-        let error = CFront_errno()
+        let error = StandardInput.replace(with: UnsafeRawBufferPointer(value))
         if let base = value.baseAddress { explicit_bzero(base, value.count) }
-        if copy >= 0 { close(copy) }
-        guard made else {
+        if let error {
             StandardStream.report("kc: cannot hand the value to the full kc: ", strerror(error), "; nothing was stored\n")
             exit(2)
         }
@@ -117,5 +113,19 @@ enum DeadlineRecords {
             if case .absent = name.withCString({ Search(in: table, type: "user", description: $0) }) { return true }
             return false
         }
+    }
+}
+
+/// Standard input as the full kc will read it after a hand-over.
+enum StandardInput {
+    /// Makes `bytes` the whole of standard input: a memory file (`memfd_create`, never on
+    /// a disk) holding exactly them, read from its start, becomes descriptor 0. The
+    /// errno if that could not be done (no memory or no descriptor to spare), else nil.
+    static func replace(with bytes: UnsafeRawBufferPointer) -> Int32? {
+        let copy = CFront_memfd("kc-input")
+        let placed = copy >= 0 && StandardStream.write(bytes, to: copy) && lseek(copy, 0, SEEK_SET) == 0 && dup2(copy, 0) == 0
+        let error = CFront_errno()
+        if copy >= 0 { close(copy) }
+        return placed ? nil : error
     }
 }

@@ -51,7 +51,7 @@ struct CText {
 
     /// The length of the well-formed UTF-8 sequence at `index` (Unicode's table 3-7: no
     /// overlong forms, no surrogates, nothing past U+10FFFF), or 0.
-    private static func wellFormedLength(_ bytes: UnsafeRawBufferPointer, at index: Int) -> Int {
+    static func wellFormedLength(_ bytes: UnsafeRawBufferPointer, at index: Int) -> Int {
         let lead = bytes[index]
         let length: Int
         var second: ClosedRange<UInt8> = 0x80...0xbf

@@ -38,7 +38,7 @@ static inline int CFront_open_path(const char *path) {
 }
 
 // A memory file holding the value the front read from standard input, for the full kc
-// to read instead when the front hands a `kc set` over after reading it (memfd_create(2):
+// to read instead when the front hands a `kc set` or a helper's get over after reading it (memfd_create(2):
 // a GNU extension these includes do not declare without _GNU_SOURCE). Close-on-exec;
 // dup2 onto 0 makes the copy the full kc reads. Returns the descriptor, or -1 with errno.
 static inline int CFront_memfd(const char *name) {

@@ -231,7 +231,10 @@ final class FrontTests: KeyringTestCase {
         }
     }
 
-    func testTheHelpersNamesAreTheFullKcsWhateverTheArguments() throws {
+    /// Under a helper's name the front is that helper, never `kc get`: a `get S K` command
+    /// line is the full kc's usage error; the helper's own `get` (FrontCredentialHelperTests)
+    /// may be served.
+    func testUnderTheHelpersNamesTheFrontIsTheHelperNotKcGet() throws {
         let service = uniqueService()
         try Keychain(service: service).set("v", forKey: "token")
         let state = { try ServiceState(service) }

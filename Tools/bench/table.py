@@ -50,7 +50,8 @@ WHY = {
     "ls": BINARY + "; the service is looked for at every level, each item described",
     "exec": BINARY + "; a read per item and a supervised spawn",
     "podman": BINARY,
-    "git": BINARY + "; the refresh token most credentials lack is a miss at every level; /proc/keys read for the deadline",
+    "git": ("served by the front at 1.0x a static C program making the same calls (Tools/bench/raw_git_get.c): "
+            if FRONTED else BINARY + "; ") + "the refresh token most credentials lack is a miss at every level; /proc/keys read for the deadline",
     "docker": BINARY + "; JSON in and out",
     "in-process": "one keyctl_describe more per read than C: the service keyring's owner check (issue 13)",
     "open": "each open and read is answered with keyring calls; the floor answers from memory",

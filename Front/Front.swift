@@ -102,7 +102,10 @@ struct PlainGet {
     /// (Sources/kc/Get.swift), if the item is in the service's keyring at its home level.
     /// Otherwise returns, having changed nothing the full kc could see.
     func serveIfAtHome() {
-        guard case .found(let ring) = ServiceKeyrings.find(service, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING),
+        // Inside a user namespace the owner check can mean less (an unmapped uid shows
+        // every owner as the same overflow uid): the full kc's to judge.
+        guard UserNamespace.isInitial,
+              case .found(let ring) = ServiceKeyrings.find(service, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING),
               case .found(let key) = Search(in: ring, type: "user", description: item) else { return }
         let callersLimit = CoreDumps.disable()
         // A `user` key holds at most 32767 bytes: one read takes any value whole.
@@ -272,34 +275,42 @@ enum CoreDumps {
 enum FullKC {
     /// Has the full kc remove `service` if every keyring of it is empty, silently, with
     /// exit status 0 (its hidden `---remove-service-if-empty`: `kc rm`'s last step, for a
-    /// removal the front made).
+    /// removal the front made). If the full kc cannot run, the empty service stays and
+    /// the command still exits 0: the item is removed, and the full kc too ignores a
+    /// failure of that step.
     static func removeServiceIfEmpty(_ service: UnsafePointer<CChar>, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
                                      environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Never {
         var words: [UnsafeMutablePointer<CChar>?] = [argv[0], strdup("---remove-service-if-empty"), strdup(service), nil]
-        words.withUnsafeMutableBufferPointer { run(argv: $0.baseAddress!, environment: environment) }
+        words.withUnsafeMutableBufferPointer { run(argv: $0.baseAddress!, environment: environment, reportingFailure: false) }
     }
 
+    /// Executes `kc-full` beside this file. If it cannot, says so (unless told not to)
+    /// and exits 2, or exits 0 without a word.
     static func run(argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
-                    environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Never {
+                    environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, reportingFailure: Bool = true) -> Never {
         let name: StaticString = "kc-full"
         let capacity = Int(PATH_MAX) + 1
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: capacity) { path -> Never in
-            guard let base = path.baseAddress else { exit(2) }
+            let failed: Int32 = reportingFailure ? 2 : 0
+            guard let base = path.baseAddress else { exit(failed) }
             let length = readlink("/proc/self/exe", base, capacity - 1)
             guard length > 0 else {
                 let error = CFront_errno()
+                if !reportingFailure { exit(0) }
                 StandardStream.report("kc: cannot find the full kc: /proc/self/exe: ", strerror(error), "; check that /proc is mounted\n")
                 exit(2)
             }
             base[length] = 0
             guard let slash = strrchr(base, Int32(UInt8(ascii: "/"))),
                   slash + 1 - base + name.utf8CodeUnitCount < capacity else {
+                if !reportingFailure { exit(0) }
                 StandardStream.report("kc: cannot find the full kc beside ", base, "\n")
                 exit(2)
             }
             strcpy(slash + 1, UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self))
             execve(base, argv, environment)
             let error = CFront_errno()
+            if !reportingFailure { exit(0) }
             StandardStream.report("kc: cannot run the full kc, ", base, ": ", strerror(error), "; check that kc is installed whole\n")
             exit(2)
         }

@@ -118,14 +118,52 @@ enum DeadlineRecords {
 
 /// Standard input as the full kc will read it after a hand-over.
 enum StandardInput {
-    /// Makes `bytes` the whole of standard input: a memory file (`memfd_create`, never on
-    /// a disk) holding exactly them, read from its start, becomes descriptor 0. The
-    /// errno if that could not be done (no memory or no descriptor to spare), else nil.
+    /// Makes `bytes` the whole of standard input, so that the full kc reads exactly them
+    /// and then the end: a pipe holding them with its writing end closed, where the pipe
+    /// can hold them all; else a memory file (`memfd_create`, never on a disk) read from
+    /// its start. A pipe comes first because a file is subject to the caller's file size
+    /// limit (`ulimit -f`: SIGXFSZ) and to seccomp filters that allow the keyring calls
+    /// but not memfd_create, where the full kc itself would store the value (found by a
+    /// hostile review). The errno if neither could be made (no memory or no descriptor to
+    /// spare), else nil.
     static func replace(with bytes: UnsafeRawBufferPointer) -> Int32? {
+        if replaceWithPipe(bytes) { return nil }
+        return replaceWithMemoryFile(bytes)
+    }
+
+    private static func replaceWithPipe(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var ends: (Int32, Int32) = (-1, -1)
+        let made = withUnsafeMutablePointer(to: &ends) {
+            $0.withMemoryRebound(to: Int32.self, capacity: 2) { CFront_pipe($0) == 0 }
+        }
+        guard made else { return false }
+        defer { close(ends.0) }
+        // A pipe that can hold every byte takes them without blocking (it is empty).
+        let holds = CFront_pipe_capacity(ends.1, Int32(clamping: bytes.count)) >= bytes.count
+        let written = holds && StandardStream.write(bytes, to: ends.1)
+        close(ends.1)
+        return written && dup2(ends.0, 0) == 0
+    }
+
+    private static func replaceWithMemoryFile(_ bytes: UnsafeRawBufferPointer) -> Int32? {
+        // The caller's file size limit, and SIGXFSZ's disposition, as they came for the
+        // full kc; meanwhile a write past the limit fails (EFBIG) rather than kills.
+        let size = __rlimit_resource_t(RLIMIT_FSIZE.rawValue)
+        var callers = rlimit()
+        let limited = getrlimit(size, &callers) == 0 && callers.rlim_cur != callers.rlim_max
+        if limited {
+            var raised = callers
+            raised.rlim_cur = callers.rlim_max
+            _ = setrlimit(size, &raised)
+        }
+        var disposition = sigaction()
+        let ignored = CFront_ignore_file_size_signal(&disposition) == 0
         let copy = CFront_memfd("kc-input")
         let placed = copy >= 0 && StandardStream.write(bytes, to: copy) && lseek(copy, 0, SEEK_SET) == 0 && dup2(copy, 0) == 0
         let error = CFront_errno()
         if copy >= 0 { close(copy) }
+        if ignored { _ = CFront_restore_file_size_signal(&disposition) }
+        if limited { _ = setrlimit(size, &callers) }
         return placed ? nil : error
     }
 }

@@ -73,8 +73,9 @@ fi
 
 step 3 "the programs, in /usr/local/bin"
 if [ -x "$bin/kc-front" ]; then
-    install_file 0755 "$bin/kc-front" /usr/local/bin/kc
+    # kc-full first: the front runs it, so it must be there before the front is.
     install_file 0755 "$bin/kc" /usr/local/bin/kc-full
+    install_file 0755 "$bin/kc-front" /usr/local/bin/kc
 else
     install_file 0755 "$bin/kc" /usr/local/bin/kc
     if [ -e /usr/local/bin/kc-full ]; then

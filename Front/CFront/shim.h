@@ -45,4 +45,37 @@ static inline int CFront_memfd(const char *name) {
     return (int)syscall(SYS_memfd_create, name, 1U /* MFD_CLOEXEC */);
 }
 
+// SIGXFSZ ignored while the memory file is written (SIG_IGN is a cast Swift cannot
+// import), its disposition kept in `old` to be given back before the full kc runs.
+static inline int CFront_ignore_file_size_signal(struct sigaction *old) {
+    struct sigaction ignore;
+    memset(&ignore, 0, sizeof ignore);
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    return sigaction(SIGXFSZ, &ignore, old);
+}
+
+static inline int CFront_restore_file_size_signal(const struct sigaction *old) {
+    return sigaction(SIGXFSZ, old, NULL);
+}
+
+// A pipe for the same (first choice: no file size limit or seccomp filter that lets the
+// full kc run refuses a pipe): pipe2 with O_CLOEXEC (a GNU extension these includes do
+// not declare), into fds. Returns 0, or -1 with errno.
+static inline int CFront_pipe(int fds[2]) {
+    return (int)syscall(SYS_pipe2, fds, O_CLOEXEC);
+}
+
+// The pipe's capacity, raised to at least `wanted` bytes where the kernel allows
+// (fcntl is variadic, which Swift cannot call; F_SETPIPE_SZ is a GNU extension).
+// Returns the capacity, or -1 with errno.
+static inline int CFront_pipe_capacity(int fd, int wanted) {
+    int capacity = fcntl(fd, 1032 /* F_GETPIPE_SZ */);
+    if (capacity >= 0 && capacity < wanted) {
+        int raised = fcntl(fd, 1031 /* F_SETPIPE_SZ */, wanted);
+        if (raised >= 0) capacity = raised;
+    }
+    return capacity;
+}
+
 #endif

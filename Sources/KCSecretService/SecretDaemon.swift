@@ -1,4 +1,5 @@
 import CSDBus
+import Keyrings
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -19,6 +20,10 @@ public enum SecretDaemon {
 
     /// Runs the daemon; returns the process's exit status.
     public static func run(_ options: Options) -> Int32 {
+        // It hands secrets to clients: no core file, no ptrace by the uid's other
+        // processes, no crash report that prints memory.
+        try? disableDumping()
+        try? disableCrashReports()
         Log.verbose = options.verbose
         guard let bus = openSessionBus() else { return 1 }
         defer { sd_bus_flush_close_unref(bus) }

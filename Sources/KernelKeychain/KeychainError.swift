@@ -54,6 +54,10 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     /// cannot be reached; kc does not fall back to the namespace's own keyring, which
     /// nothing outside sees.
     case unreachableFromUserNamespace(level: Accessibility.Level, outsideUID: UInt32)
+    /// kc runs inside a user namespace whose uid map does not hold the caller's uid
+    /// (`unshare -U` without a map): every key's owner shows there as the overflow uid,
+    /// so kc cannot tell the caller's keyrings from another user's, and uses none.
+    case unmappedUserNamespace
     /// The caller has no service of this name at any accessibility.
     case noSuchService(String)
     /// A rename's target exists: an item (`name`), or a service with items (`name` nil).
@@ -143,7 +147,7 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .invalidName, .emptyValue, .valueTooLarge, .invalidTimeout, .decodingFailed, .serviceRequired, .unknownGroup, .unknownUser:
             .input
-        case .accessDenied, .quotaExceeded, .notEnoughQuota, .keyringsUnavailable, .kernel, .sessionOfAnotherUser, .unreachableFromUserNamespace, .noSuchService, .alreadyExists:
+        case .accessDenied, .quotaExceeded, .notEnoughQuota, .keyringsUnavailable, .kernel, .sessionOfAnotherUser, .unreachableFromUserNamespace, .unmappedUserNamespace, .noSuchService, .alreadyExists:
             .kernel
         case .notInGroup, .notShared, .sharedByMany, .sharedServiceGone, .sharedReadOnly, .ownerOnly, .memberWriteRefused, .sharedWithAnotherGroup:
             .sharing
@@ -238,6 +242,8 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
                 return "the always level cannot be reached from inside a user namespace (rootless podman, podman unshare): the kernel gives uid \(uid)'s persistent keyring only to processes outside it; store this item from outside, or at --access after-first-unlock"
             }
             return "kc runs inside a user namespace (rootless podman, podman unshare) and uid \(uid)'s user keyring outside it does not exist yet; run any kc command outside once (kc ls), then try again"
+        case .unmappedUserNamespace:
+            return "kc runs inside a user namespace that does not map your uid (unshare -U without a map): every key's owner shows as the overflow uid there, so kc cannot tell your keyrings from another user's; run kc outside it, or in one that maps your uid (unshare -r, podman unshare)"
         case .alreadyExists(let service, let name):
             if let name { return "item '\(name)' already exists in service '\(service)'; remove it first (kc rm \(service) \(name)) or choose another name" }
             return "service '\(service)' already has items; remove them first (kc rm) or choose another name"

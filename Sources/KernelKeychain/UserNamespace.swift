@@ -39,6 +39,18 @@ internal enum UserNamespace {
         return outsideUID(of: geteuid(), map: map)
     }()
 
+    /// Whether this is a user namespace that does not map the caller's uid: there the
+    /// kernel shows every unmapped owner, the caller's own outside and any other user's,
+    /// as the overflow uid, which is also the caller's uid inside, so an owner check
+    /// passes for any key (found by a hostile review: another uid's keyring planted in a
+    /// shared session was read and written as the caller's). kc uses no keyring there.
+    static let isUnmapped: Bool = {
+        var status = stat()
+        guard stat("/proc/self/ns/user", &status) == 0, UInt64(status.st_ino) != initialNamespaceInode,
+              let map = readProcFile("/proc/self/uid_map") else { return false }
+        return outsideUID(of: geteuid(), map: map) == nil
+    }()
+
     /// Maps `uid` through a `uid_map` text (`inside outside count` per line).
     static func outsideUID(of uid: UInt32, map: String) -> UInt32? {
         for line in map.split(separator: "\n") {

@@ -43,7 +43,7 @@ extension Errno {
             .diskQuotaExceeded
         case .keyringsUnavailable:
             .noFunction
-        case .unreachableFromUserNamespace:
+        case .unreachableFromUserNamespace, .unmappedUserNamespace:
             .notSupported
         case .decodingFailed:
             .ioError

@@ -6,7 +6,7 @@ import Glibc
 
 /// Every kc process may hold values, so `KC.main()` first makes it undumpable and sets
 /// its core-file size limit to 0: no core file, no ptrace or /proc/PID/mem by the
-/// user's other processes. Two system calls, `getrlimit` and `prctl`, and a `setrlimit`
+/// user's other processes, and no crash report that prints memory (``disableCrashReports()``). Two system calls, `getrlimit` and `prctl`, and a `setrlimit`
 /// where the limit was not 0 already.
 enum CoreDumps {
     /// The core-file size limit kc was started with, which `kc exec` gives back to its
@@ -23,6 +23,7 @@ enum CoreDumps {
             _ = setrlimit(core, &off)
         }
         try? disableDumping()
+        try? disableCrashReports()
         return limit
     }()
 

@@ -40,6 +40,7 @@ struct KC: ParsableCommand {
         // empty: `kc rm`'s last step, silent, as there (not a command: no help, no parser).
         if CommandLine.argc == 3, let word = CommandLine.unsafeArgv[1], strcmp(word, "---remove-service-if-empty") == 0,
            let name = CommandLine.unsafeArgv[2] {
+            do { try validateName(KeyName(cString: name), as: .service) } catch { exit(after: error) }
             _ = try? Keychain(service: KeyName(cString: name)).removeServiceIfEmpty()
             Glibc.exit(0)
         }

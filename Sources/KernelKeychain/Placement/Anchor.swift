@@ -19,6 +19,7 @@ internal enum Anchor: CaseIterable, Sendable {
     /// Inside a user namespace (rootless podman) the user anchor is the user keyring
     /// outside it, and the persistent anchor cannot be reached (see ``UserNamespace``).
     func serial() throws(KeychainError) -> KeySerial {
+        if UserNamespace.isUnmapped { throw .unmappedUserNamespace }
         switch self {
         case .session: return SpecialKeyring.session.serial
         case .user: return try UserNamespace.outsideUserKeyring() ?? SpecialKeyring.user.serial

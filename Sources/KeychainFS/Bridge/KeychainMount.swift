@@ -1,4 +1,5 @@
 internal import CFuse3
+import Keyrings
 
 #if canImport(Glibc)
 import Glibc
@@ -22,6 +23,7 @@ public enum KeychainMount {
         onMounted: () -> Void
     ) throws(MountError) {
         _ = CFuse3_disable_dumping()
+        try? disableCrashReports()
 
         // Without allow_other the kernel lets only the mounting uid reach the daemon, so
         // checking mode bits as well (default_permissions) only costs a GETATTR of every

@@ -94,4 +94,8 @@ internal func system_disable_dumping() -> Int32 {
     CKeyutils_disable_dumping()
 }
 
+internal func system_disable_crash_reports() -> Int32 {
+    CKeyutils_disable_crash_reports()
+}
+
 internal let system_KEYCTL_MOVE_EXCL: UInt32 = UInt32(KEYCTL_MOVE_EXCL)

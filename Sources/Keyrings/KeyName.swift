@@ -61,7 +61,10 @@ public struct KeyName: Hashable, Sendable, Comparable, ExpressibleByStringInterp
     /// Whether `byte` occurs in the name.
     public func contains(byte: UInt8) -> Bool {
         switch storage {
-        case .text(let text): text.utf8.contains(byte)
+        case .text(let text):
+            // Over the contiguous bytes: the UTF-8 view's iterator costs tens of
+            // instructions a byte, and every read validates its item's name.
+            text.utf8.withContiguousStorageIfAvailable { $0.contains(byte) } ?? text.utf8.contains(byte)
         case .bytes(let bytes): bytes.contains(byte)
         }
     }

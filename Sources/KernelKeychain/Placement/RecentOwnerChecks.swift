@@ -11,9 +11,10 @@ import Musl
 /// mask as kc makes it) within the last second, so that a program reading the same
 /// service in a loop pays one `keyctl_describe` a second instead of one a read.
 ///
-/// Only reads use it. The check exists against a keyring another uid put where the
-/// caller searches (a session shared after `su`); such a keyring has a serial of its
-/// own, which is not here. To pass for one that is, it would need the very serial of
+/// Only calls that change nothing use it (a read, an item's size, whether a service
+/// exists: the mount asks the last two at every lookup and stat). The check exists
+/// against a keyring another uid put where the caller searches (a session shared after
+/// `su`); such a keyring has a serial of its own, which is not here. To pass for one that is, it would need the very serial of
 /// the caller's checked keyring after that one died, and the kernel draws serials at
 /// random from 2^31: not within a second. Failed calls drop the keyring. A process
 /// that changes its uid within the second is not served its old uid's keyring either:

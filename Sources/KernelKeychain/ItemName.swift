@@ -38,7 +38,7 @@ public func validateName(_ name: some KeyNameConvertible, as kind: NameKind) thr
     let problem: NameProblem? =
         if byteCount == 0 { .empty }
         else if byteCount > 255 { .tooLong(bytes: byteCount) }
-        else if let text = name.text, text.utf8.elementsEqual(".".utf8) || text.utf8.elementsEqual("..".utf8) { .reserved(text) }
+        else if byteCount <= 2, let text = name.text, text.utf8.allSatisfy({ $0 == UInt8(ascii: ".") }) { .reserved(text) }
         else if name.contains(byte: UInt8(ascii: "/")) { .containsSlash }
         else if name.contains(byte: 0) { .containsNUL }
         else { nil }

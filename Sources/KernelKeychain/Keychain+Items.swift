@@ -15,15 +15,20 @@ extension Keychain {
         try validateName(key, as: .item)
         let found: LocatedItem?
         do {
-            found = try locate(key, in: resolve(forWriting: false), reloading: true)
+            // A read: a recent owner check of the service keyring stands, as for
+            // ``withBytes(forKey:_:)`` (the mount asks this at every lookup and stat).
+            found = try locate(key, in: resolve(forWriting: false), reloading: true, forReading: true)
         } catch {
             guard case .vaultLocked = error else { throw error }
             found = nil
         }
         guard let located = found else { return nil }
         do {
-            return try unlessGone { () throws(KeyctlError) in try located.item.payloadSize() }
+            let size = try unlessGone { () throws(KeyctlError) in try located.item.payloadSize() }
+            if size == nil { RecentOwnerChecks.shared.forget(located.ring) }
+            return size
         } catch {
+            RecentOwnerChecks.shared.forget(located.ring)
             throw KeychainError(error)
         }
     }

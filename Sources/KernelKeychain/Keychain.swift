@@ -24,6 +24,9 @@ public struct Keychain: Sendable, Hashable {
     /// The service whose items this keychain reads and writes, byte for byte; nil for
     /// ``anyService``.
     public let serviceName: KeyName?
+    /// `kc:SERVICE`, the description of the service's keyrings of portable items (the
+    /// default home), made once here rather than at every read; nil for ``anyService``.
+    internal let portableRingDescription: KeyName?
     /// The service's name for people (see ``KeyName/description``); nil for ``anyService``.
     public var service: String? { serviceName?.description }
     /// Where ``set(_:forKey:)-(Bytes,_)`` puts items. Reads find an item at any level.
@@ -96,6 +99,7 @@ public struct Keychain: Sendable, Hashable {
         try validateName(service, as: .service)
         if let timeout { _ = try timeoutSeconds(timeout) }
         self.serviceName = service
+        self.portableRingDescription = ServiceMarker.portable.keyringDescription(for: service)
         self.chosenLevel = accessibility?.level
         self.chosenThisDeviceOnly = accessibility?.isThisDeviceOnly
         self.timeout = timeout
@@ -117,6 +121,7 @@ public struct Keychain: Sendable, Hashable {
 
     private init(wildcard: Void) {
         self.serviceName = nil
+        self.portableRingDescription = nil
         self.timeout = nil
         self.accessGroup = nil
         self.owner = nil
@@ -183,7 +188,9 @@ public struct Keychain: Sendable, Hashable {
         try validateName(key, as: .item)
         guard let located = try locate(key, in: resolve(forWriting: false), reloading: true, forReading: true) else { return nil }
         do {
-            return try located.item.withPayload(body)
+            // A buffer malloc keeps at hand (its per-thread cache serves up to 1032
+            // bytes): most secrets fit; a longer one costs a second read.
+            return try located.item.withPayload(sizeHint: 1024, body)
         } catch {
             RecentOwnerChecks.shared.forget(located.ring)
             if error.meansKeyIsGone { return nil }  // removed or expired since the search

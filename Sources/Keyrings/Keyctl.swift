@@ -1,5 +1,11 @@
 import SystemPackage
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 // Public throwing API over the trampolines in Internals/Syscalls.swift. Each method
 // names the kernel call underneath and the permission the caller needs.
 
@@ -57,12 +63,15 @@ extension KeySerial {
     ) throws(KeyctlError) -> R {
         var capacity = Swift.max(sizeHint, 1)
         while true {
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 8)
+            // malloc itself: Swift's allocate goes through posix_memalign, which costs
+            // a short read about as much again as malloc's per-thread cache.
+            guard let start = malloc(capacity) else { throw KeyctlError(.noMemory, call: "keyctl_read") }
+            let buffer = UnsafeMutableRawBufferPointer(start: start, count: capacity)
             var written = 0
             defer {
                 // Only the bytes the kernel wrote can hold the secret.
                 UnsafeMutableRawBufferPointer(rebasing: buffer[..<written]).initializeMemory(as: UInt8.self, repeating: 0)
-                buffer.deallocate()
+                free(start)
             }
             let length = try Int(keyctlResult {
                 system_keyctl_read(rawValue, buffer.baseAddress, capacity)

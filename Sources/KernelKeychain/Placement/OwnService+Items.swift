@@ -26,7 +26,7 @@ extension OwnService {
         var home: KeySerial? = nil
         var homeInfo: KeyDescription? = nil
         if let anchor = try self.home.anchor.serialForReading(),
-           let found = try ServiceKeyring.findDescribed(service: name, marker: self.home.marker, under: anchor,
+           let found = try ServiceKeyring.findDescribed(ringDescription(self.home.marker), under: anchor,
                                                         trustingRecentCheck: forReading && !exactLevel) {
             home = found.serial
             homeInfo = found.info
@@ -155,7 +155,7 @@ extension OwnService {
     /// (`add_key` then made a new one): the full store settles that.
     private func updateAtHome(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) -> Bool {
         let anchor = try home.anchor.serialForWriting()
-        guard let (ring, ringInfo) = try ServiceKeyring.findDescribed(service: name, marker: home.marker, under: anchor),
+        guard let (ring, ringInfo) = try ServiceKeyring.findDescribed(ringDescription(home.marker), under: anchor),
               try Placement.isLinked(ring, in: anchor),
               let existing = try Placement.search(ring: ring, for: key)
         else { return false }
@@ -390,6 +390,8 @@ extension OwnService {
     /// Whether the service has a keyring at any level (it may hold no items). Stops at
     /// the first keyring found, so the common case is one `keyctl_search`.
     func exists() throws(KeychainError) -> Bool {
-        try !ServiceKeyring.rings(of: name, startingWith: home, stopAtFirst: true).isEmpty
+        // A question that changes nothing: a recent owner check of the keyring stands
+        // (the mount asks it at every path walk through the service's directory).
+        try !ServiceKeyring.rings(of: name, startingWith: home, stopAtFirst: true, trustingRecentCheck: true).isEmpty
     }
 }

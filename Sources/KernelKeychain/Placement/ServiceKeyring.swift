@@ -53,19 +53,24 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// that still has a mask from before kc guarded against other uids is made private
     /// (or shared as it was) again, with any key another uid linked into it removed
     /// (see ``secureIfNeeded(_:_:)``).
-    static func find(service: KeyName, marker: ServiceMarker, under anchorSerial: KeySerial) throws(KeychainError) -> KeySerial? {
-        try findDescribed(service: service, marker: marker, under: anchorSerial)?.serial
+    ///
+    /// With `trustingRecentCheck` (questions that change nothing), a keyring that passed
+    /// the owner check within the last second is not described again (``RecentOwnerChecks``).
+    static func find(service: KeyName, marker: ServiceMarker, under anchorSerial: KeySerial,
+                     trustingRecentCheck: Bool = false) throws(KeychainError) -> KeySerial? {
+        try findDescribed(marker.keyringDescription(for: service), under: anchorSerial,
+                          trustingRecentCheck: trustingRecentCheck)?.serial
     }
 
-    /// ``find(service:marker:under:)``, with the description it read (nil when the ring
-    /// was found in the link list instead).
+    /// ``find(service:marker:under:)`` by the keyring's description (`kc:SERVICE` or
+    /// `kc.local:SERVICE`), with the description of the keyring it read (nil when the
+    /// ring was found in the link list instead).
     ///
     /// With `trustingRecentCheck` (reads only), a keyring that passed the owner check
     /// within the last second is not described again (see ``RecentOwnerChecks``); its
     /// description is then nil.
-    static func findDescribed(service: KeyName, marker: ServiceMarker, under anchorSerial: KeySerial,
+    static func findDescribed(_ description: KeyName, under anchorSerial: KeySerial,
                               trustingRecentCheck: Bool = false) throws(KeychainError) -> (serial: KeySerial, info: KeyDescription?)? {
-        let description = marker.keyringDescription(for: service)
         do throws(KeyctlError) {
             guard let found = try anchorSerial.search(type: "keyring", description: description) else { return nil }
             if trustingRecentCheck, RecentOwnerChecks.shared.passed(found) { return (found, nil) }
@@ -123,15 +128,17 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// only if it is linked there directly (a search also descends into nested keyrings,
     /// such as the user keyring linked in the session keyring; that ring is found again
     /// under its own anchor). With `stopAtFirst`, the first hit of any kind ends the
-    /// probe: enough to tell whether the service exists.
+    /// probe: enough to tell whether the service exists; and then `trustingRecentCheck`
+    /// may spare the describe of a keyring checked within the last second.
     static func rings(of service: KeyName, startingWith first: Accessibility = .whenUnlocked,
-                      stopAtFirst: Bool = false) throws(KeychainError) -> [ServiceKeyring] {
+                      stopAtFirst: Bool = false, trustingRecentCheck: Bool = false) throws(KeychainError) -> [ServiceKeyring] {
         var rings: [ServiceKeyring] = []
         for anchor in Anchor.probeOrder(startingWith: first.anchor) {
             guard let anchorSerial = try anchor.serialForReading() else { continue }
             var linked: [KeySerial]? = nil
             for marker in ServiceMarker.probeOrder(startingWith: first.marker) {
-                guard let ring = try find(service: service, marker: marker, under: anchorSerial) else { continue }
+                guard let ring = try find(service: service, marker: marker, under: anchorSerial,
+                                          trustingRecentCheck: stopAtFirst && trustingRecentCheck) else { continue }
                 if stopAtFirst { return [ServiceKeyring(serial: ring, anchor: anchor, marker: marker)] }
                 if linked == nil {
                     do { linked = try anchorSerial.linkedKeys() } catch { throw KeychainError(error) }

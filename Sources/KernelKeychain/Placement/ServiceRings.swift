@@ -21,12 +21,21 @@ internal enum ServiceRings {
 /// (searched first, and where writes put items) and the sharing policy of the keychain
 /// that resolved it.
 internal struct OwnService: Sendable {
-    var name: KeyName
+    let name: KeyName
     var home: Accessibility
     /// The group a write shares the service with (see ``Keychain/accessGroup``).
     var accessGroup: AccessGroup? = nil
     /// Whether a write that first shares the service lets the group change items.
     var groupWritable: Bool = false
+    /// `kc:NAME`, when the keychain that resolved this made it already (see
+    /// ``ringDescription(_:)``).
+    var portableRingDescription: KeyName? = nil
+
+    /// The description of the service's keyrings with `marker`.
+    func ringDescription(_ marker: ServiceMarker) -> KeyName {
+        if marker == .portable, let portableRingDescription { return portableRingDescription }
+        return marker.keyringDescription(for: name)
+    }
 
     /// The same service, with `level` as its home.
     func at(_ level: Accessibility) -> OwnService {
@@ -83,7 +92,8 @@ extension Keychain {
     internal func resolve(forWriting: Bool) throws(KeychainError) -> ServiceRings {
         guard let service = serviceName else { return .anyService }
         if reachesShared, let shared = try sharedService(forWriting: forWriting) { return .shared(shared) }
-        return .own(OwnService(name: service, home: accessibility, accessGroup: accessGroup, groupWritable: groupWritable))
+        return .own(OwnService(name: service, home: accessibility, accessGroup: accessGroup, groupWritable: groupWritable,
+                               portableRingDescription: portableRingDescription))
     }
 
     /// The caller's own service, for what only its owner may do (`action` completes

@@ -21,6 +21,8 @@ func main(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar
         if let request = PlainGet(argc: argc, argv: argv), getenv("KC_AUDIT") == nil {
             request.serveIfAtHome()
             request.reportIfMissingEverywhere()
+        } else if let request = SharedGet(argc: argc, argv: argv), getenv("KC_AUDIT") == nil {
+            request.serveIfCertain()  // --group (Front/Shared.swift)
         } else if let request = PlainList(argc: argc, argv: argv) {
             request.serveIfNoVault()
         } else if let request = PlainSet(argc: argc, argv: argv) {

@@ -45,4 +45,11 @@ static inline int CFront_memfd(const char *name) {
     return (int)syscall(SYS_memfd_create, name, 1U /* MFD_CLOEXEC */);
 }
 
+// open(2) for reading, close-on-exec (open is variadic, which Swift cannot call), as the
+// full kc opens the files it reads whole: /etc/group with O_NOFOLLOW (`readProcBytes`),
+// /etc/nsswitch.conf as the C library does (following a link). Front/Shared.swift.
+static inline int CFront_open_read(const char *path, int followLinks) {
+    return open(path, O_RDONLY | O_CLOEXEC | (followLinks ? 0 : O_NOFOLLOW));
+}
+
 #endif

@@ -69,8 +69,11 @@ struct SharedGet {
         // so a hit at home is the plain get's, to the byte.
         PlainGet(service: service, item: item, quiet: quiet).serveIfAtHome()
         // The rest of `serviceExists()`: every level probed, nothing of the caller's
-        // found, and no vault that could load one (`Vault.loadMissing`).
-        guard hasNoVaultOutsideNamespaces(checkingStash: false),
+        // found, and no vault that could load one (`Vault.loadMissing`, whose
+        // `Vault.forWriting()` also searches the user keyring for the vault's stashed
+        // key: a refused search would make it link the user keyring, so that search must
+        // answer plainly, found or not, as for a listing).
+        guard hasNoVaultOutsideNamespaces(checkingStash: true),
               ServiceKeyrings.probe(service, { _, _ in false }),
               let shared = SharedServiceRings.find(service, gid: gid),
               let key = shared.item(named: item) else { return }

@@ -87,21 +87,27 @@ final class FrontSharingTests: XCTestCase {
     /// Runs `program` (`kc` the front, `kc-full`, or `alone` for the lone front) with
     /// `arguments` as `account` (see ``shell(_:_:input:)``), after `environment`.
     private func run(_ account: TestAccount, _ program: String, _ arguments: [[UInt8]], input: [UInt8] = [],
-                     environment: String = "", redirections: String = "") throws -> CommandResult {
+                     environment: String = "", redirections: String = "", asRootFirst: String = "") throws -> CommandResult {
         let path = program == "alone" ? "\(folder)/alone/kc" : "\(folder)/both/\(program)"
-        return try shell(account, "\(environment) exec \(path) \(arguments.map(quoted).joined(separator: " ")) \(redirections)", input: input)
+        return try shell(account, "\(environment) exec \(path) \(arguments.map(quoted).joined(separator: " ")) \(redirections)",
+                         input: input, asRootFirst: asRootFirst)
     }
 
     /// Runs a bash `script` as `account`, in a fresh session keyring with the user
     /// keyring linked in, without a vault and without KC_AUDIT.
-    private func shell(_ account: TestAccount, _ script: String, input: [UInt8] = []) throws -> CommandResult {
+    /// With `asRootFirst`, that bash script runs first as root in a mount namespace of its
+    /// own (to bind other files over /etc's for this run alone).
+    private func shell(_ account: TestAccount, _ script: String, input: [UInt8] = [], asRootFirst: String = "") throws -> CommandResult {
         let inner = """
             exec 2>&3 3>&-; keyctl link @u @s >/dev/null; XDG_DATA_HOME=/proc/kc-test-no-vault; export XDG_DATA_HOME; unset KC_AUDIT; cd /
             \(script)
             """
         // keyctl's "Joined session keyring" line goes nowhere; the script gets standard error back.
         let outer = "exec 3>&2 2>/dev/null; exec keyctl session - /bin/bash -c \"$1\" kc-test"
-        return try runCommand("/usr/sbin/runuser", ["-u", account.name, "--", "/bin/bash", "-c", outer, "outer", inner], input: input)
+        let asAccount = ["/usr/sbin/runuser", "-u", account.name, "--", "/bin/bash", "-c", outer, "outer", inner]
+        guard !asRootFirst.isEmpty else { return try runCommand(asAccount[0], Array(asAccount.dropFirst()), input: input) }
+        return try runCommand("/usr/bin/unshare", ["-m", "--propagation", "private", "/bin/bash", "-c",
+                                                   "set -e\n\(asRootFirst)\nexec \"$@\"", "root"] + asAccount, input: input)
     }
 
     /// The owner's view of `service`: its listing with serials and sharing.
@@ -115,18 +121,18 @@ final class FrontSharingTests: XCTestCase {
     /// the owner's service alike. Returns the front's run.
     @discardableResult
     private func assertSame(_ account: TestAccount, _ arguments: [[UInt8]], served expected: Bool, service: [UInt8],
-                            environment: String = "", redirections: String = "",
+                            environment: String = "", redirections: String = "", asRootFirst: String = "",
                             file: StaticString = #filePath, line: UInt = #line) throws -> CommandResult {
         let shown = arguments.map { String(decoding: $0, as: UTF8.self).debugDescription }.joined(separator: " ")
         let alone = try run(account, "alone", arguments, environment: environment,
-                            redirections: redirections.contains(">&-") ? "" : redirections)
+                            redirections: redirections.contains(">&-") ? "" : redirections, asRootFirst: asRootFirst)
         XCTAssertEqual(!alone.standardError.contains("kc: cannot run the full kc, "), expected,
                        "kc \(shown) as \(account.name) should be \(expected ? "served by the front" : "handed to the full kc"): \(alone)",
                        file: file, line: line)
         let before = try ownerState(service)
-        let front = try run(account, "kc", arguments, environment: environment, redirections: redirections)
+        let front = try run(account, "kc", arguments, environment: environment, redirections: redirections, asRootFirst: asRootFirst)
         let afterFront = try ownerState(service)
-        let full = try run(account, "kc-full", arguments, environment: environment, redirections: redirections)
+        let full = try run(account, "kc-full", arguments, environment: environment, redirections: redirections, asRootFirst: asRootFirst)
         let afterFull = try ownerState(service)
         XCTAssertEqual(front.status, full.status, "exit status of kc \(shown): \(front) vs \(full)", file: file, line: line)
         XCTAssertEqual(front.standardOutput, full.standardOutput, "standard output of kc \(shown)", file: file, line: line)
@@ -265,5 +271,31 @@ final class FrontSharingTests: XCTestCase {
         let closed = try assertSame(member, arguments, served: true, service: service, redirections: ">&-")
         XCTAssertEqual(closed.status, 2)
         XCTAssertEqual(closed.standardError, "kc: cannot write to standard output\n")
+    }
+
+    func testAGroupDatabaseTheFrontCannotReadAsTheFullKcDoesIsHandedOver() throws {
+        let service = uniqueService()
+        try store(owner, service, Array("token".utf8), Array("s3cret".utf8))
+        let arguments = words("get", "--group", group, String(decoding: service, as: UTF8.self), "token")
+        let groupFile = try String(contentsOfFile: "/etc/group", encoding: .utf8)
+        let switchFile = try String(contentsOfFile: "/etc/nsswitch.conf", encoding: .utf8)
+        let record = try XCTUnwrap(groupFile.split(separator: "\n").first { $0.hasPrefix(group + ":") })
+        let variants: [(file: String, text: String, why: String)] = [
+            ("/etc/group", groupFile + record + "\n", "two records of the group"),
+            ("/etc/group", "# caf\u{e9}\n" + groupFile, "a byte over 0x7f"),
+            ("/etc/group", " " + groupFile, "a line that starts with a space"),
+            ("/etc/nsswitch.conf", switchFile.replacingOccurrences(of: "\ngroup:", with: "\ngroup: systemd") , "files not first"),
+            ("/etc/nsswitch.conf", switchFile + "group: files\n", "two group lines"),
+        ]
+        // The file as it is: served.
+        try assertSame(member, arguments, served: true, service: service)
+        for (index, variant) in variants.enumerated() {
+            let fake = "\(folder)/etc-\(index)"
+            try variant.text.write(toFile: fake, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: fake)
+            let result = try assertSame(member, arguments, served: false, service: service,
+                                        asRootFirst: "mount --bind \(fake) \(variant.file)")
+            XCTAssertEqual(result.output, "s3cret", "\(variant.why): \(result)")
+        }
     }
 }

@@ -352,9 +352,9 @@ struct SharedServiceRings {
             guard ownerUID == uid else { return .other }
             var name = fields.position
             let portable: StaticString = "kc:", deviceOnly: StaticString = "kc.local:"
-            if memcmp(name, portable.utf8Start, 3) == 0 {
+            if strncmp(name, UnsafeRawPointer(portable.utf8Start).assumingMemoryBound(to: CChar.self), 3) == 0 {
                 name += 3
-            } else if memcmp(name, deviceOnly.utf8Start, 9) == 0 {
+            } else if strncmp(name, UnsafeRawPointer(deviceOnly.utf8Start).assumingMemoryBound(to: CChar.self), 9) == 0 {
                 name += 9
             } else {
                 return .other

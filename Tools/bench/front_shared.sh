@@ -33,8 +33,8 @@ as() {  # as USER COMMAND...: in a throwaway session keyring with the user keyri
     local user=$1; shift
     runuser -u "$user" -- keyctl session - /bin/sh -c 'keyctl link @u @s >/dev/null; XDG_DATA_HOME=/proc/kc-bench-no-vault; export XDG_DATA_HOME; cd /; exec "$@"' as "$@" 2>/dev/null
 }
-cleanup() {
-    as "$owner" "$work/kc-full" rm bench.shared token >/dev/null 2>&1 || true
+cleanup() {  # the owner's service keyring, items and all (a removal of its last item leaves a shared keyring)
+    as "$owner" /bin/sh -c 'r=$(keyctl search @u keyring kc:bench.shared) && keyctl clear "$r" && keyctl unlink "$r" @u' >/dev/null 2>&1 || true
     rm -rf "$work"
 }
 trap cleanup EXIT

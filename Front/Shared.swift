@@ -12,22 +12,25 @@ import CFront
 // the full kc does, several owners, a miss, a vault, KC_AUDIT, a failed call) is handed
 // over before anything changed.
 
-/// `kc get [-q|--quiet] --group GROUP [--] SERVICE ITEM`, read as the full kc's plain
-/// spelling reads it (Sources/kc/PlainCommandLine.swift): the flag and the option each at
-/// most once, anywhere before `--`; the option's value a separate word, not empty and not
-/// starting with `-`. Nil for anything else (`--from`, `--group=G`, a repeated option,
-/// names the full kc would refuse or word).
+/// `kc get [-q|--quiet] --group GROUP [--] SERVICE ITEM`, or `--from USER` instead of
+/// `--group`, read as the full kc's plain spelling reads it
+/// (Sources/kc/PlainCommandLine.swift): the flag and the option each at most once,
+/// anywhere before `--`; the option's value a separate word, not empty and not starting
+/// with `-`. Nil for anything else (both options, `--group=G`, a repeated option, names
+/// the full kc would refuse or word).
 struct SharedGet {
     let service: UnsafePointer<CChar>
     let item: UnsafePointer<CChar>
-    let group: UnsafePointer<CChar>
+    /// Exactly one of the two is given.
+    let group: UnsafePointer<CChar>?
+    let owner: UnsafePointer<CChar>?
     /// `-q`: changes only what a miss prints, and a miss is handed over.
     let quiet: Bool
 
     init?(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
         guard argc >= 2, let command = argv[1], strcmp(command, "get") == 0 else { return nil }
         var names: [UnsafePointer<CChar>] = []
-        var group: UnsafePointer<CChar>? = nil
+        var group: UnsafePointer<CChar>? = nil, owner: UnsafePointer<CChar>? = nil
         var quiet = false, optionsEnded = false
         var index = 2
         while index < Int(argc) {
@@ -40,19 +43,21 @@ struct SharedGet {
                 optionsEnded = true
             } else if !quiet && (strcmp(word, "-q") == 0 || strcmp(word, "--quiet") == 0) {
                 quiet = true
-            } else if group == nil && strcmp(word, "--group") == 0 {
+            } else if (group == nil && strcmp(word, "--group") == 0) || (owner == nil && strcmp(word, "--from") == 0) {
                 guard index < Int(argc), let value = argv[index].map({ UnsafePointer($0) }),
                       value[0] != 0, value[0] != CChar(UInt8(ascii: "-")) else { return nil }
-                group = value
+                if word[2] == CChar(UInt8(ascii: "g")) { group = value } else { owner = value }
                 index += 1
             } else {
-                return nil  // --from, --group=G, a repeated flag or option, --help, ...
+                return nil  // --group=G, a repeated flag or option, --help, ...
             }
         }
-        guard names.count == 2, let group else { return nil }
+        // Both options: which one wins is the parser's to say.
+        guard names.count == 2, (group == nil) != (owner == nil) else { return nil }
         service = names[0]
         item = names[1]
         self.group = group
+        self.owner = owner
         self.quiet = quiet
     }
 
@@ -63,8 +68,9 @@ struct SharedGet {
     /// vault, and exactly one other user shares a service of that name with the group
     /// that holds the item. Otherwise returns, having changed nothing the full kc could see.
     func serveIfCertain() {
+        if let owner { return serveIfCertain(from: owner) }
         // `AccessGroup(named:)`, then `requireCaller()`.
-        guard let gid = GroupDatabase.certainGID(named: group), CallerGroups.include(gid) else { return }
+        guard let group, let gid = AccountFiles.certainGID(named: group), CallerGroups.include(gid) else { return }
         // `serviceExists()` first: its first call is the home search a plain get makes,
         // so a hit at home is the plain get's, to the byte.
         PlainGet(service: service, item: item, quiet: quiet).serveIfAtHome()
@@ -75,7 +81,25 @@ struct SharedGet {
         // answer plainly, found or not, as for a listing).
         guard hasNoVaultOutsideNamespaces(checkingStash: true),
               ServiceKeyrings.probe(service, { _, _ in false }),
-              let shared = SharedServiceRings.find(service, gid: gid),
+              let shared = SharedServiceRings.find(service, gid: gid, owner: nil),
+              let key = shared.item(named: item) else { return }
+        SharedValue.writeAndExit(key)
+    }
+
+    /// `--from USER`: the user resolved as the full kc resolves a name
+    /// (`Accounts.uid(ofUserNameOrNumber:)`, by name: a number /etc/passwd does not name
+    /// is handed over). The caller's own uid reads the caller's own service as a plain get
+    /// (`sharedService` returns nil for it). Another user's is found directly, with no look
+    /// at the caller's own service or the vault (the full kc makes neither when an owner
+    /// is named): the one service of that name and owner shared through a group the
+    /// caller carries, and the item in it.
+    private func serveIfCertain(from owner: UnsafePointer<CChar>) {
+        guard let uid = AccountFiles.certainUID(named: owner) else { return }
+        if uid == geteuid() {
+            PlainGet(service: service, item: item, quiet: quiet).serveIfAtHome()
+            return
+        }
+        guard let shared = SharedServiceRings.find(service, gid: nil, owner: UInt64(uid)),
               let key = shared.item(named: item) else { return }
         SharedValue.writeAndExit(key)
     }
@@ -134,27 +158,42 @@ enum CallerGroups {
     }
 }
 
-/// The group a name means to the full kc (`Accounts.gid(ofGroup:)`), where that is
-/// certain whichever full kc is beside the front: the static one (the release build)
-/// reads /etc/group itself and takes the first record of that name; a dynamic one (a
-/// debug build) asks the C library, whose NSS asks the sources nsswitch.conf lists.
-/// Both give the same gid when /etc/group answers unambiguously and is asked first:
+/// The group a name means to the full kc (`Accounts.gid(ofGroup:)`), or the user
+/// (`Accounts.uid(ofUser:)`), where that is certain whichever full kc is beside the
+/// front: the static one (the release build; also a dynamic one whose process is already
+/// undumpable, which cannot read /proc/self/auxv) reads /etc/group or /etc/passwd itself
+/// and takes the first record of that name (`LocalDatabase`); a dynamic one asks the C
+/// library, whose NSS asks the sources nsswitch.conf lists. Both give the same id when
+/// the file answers unambiguously and is asked first:
 /// - the name is plain ASCII (`!`..`~`, no `:`, not starting with `+`, `-` or `#`), so
 ///   Swift's string equality is byte equality;
-/// - nsswitch.conf has one `group:` line and it begins with `files` with no action
-///   after it (files answers first, and a name it finds is final), and no nscd socket
-///   exists (nscd answers before files, from its cache);
-/// - /etc/group (not a link: the static kc does not follow one) holds only printable
-///   ASCII and newlines (so Swift's lines and fields are the bytes' and glibc's), no
-///   line starts with a space (glibc skips it, the static kc keeps it), and exactly one
-///   line is a record of that name, `NAME:PASSWORD:GID[:MEMBERS]` with GID plain digits
-///   below 2^32 - 1.
-/// Otherwise nil: a name the database lacks (the full kc then takes a number as a gid,
-/// or says it is unknown), or any doubt, is the full kc's.
-enum GroupDatabase {
+/// - nsswitch.conf has one line for the database and it begins with `files` with no
+///   action after it (files answers first, and a name it finds is final), and no nscd
+///   socket exists (nscd answers before files, from its cache);
+/// - the file (not a link: the static kc does not follow one) holds only printable ASCII
+///   and newlines (so Swift's lines and fields are the bytes' and glibc's), no line
+///   starts with a space (glibc skips it, the static kc keeps it), and exactly one line is
+///   a record of that name, with enough fields for both readers and its numeric fields
+///   plain digits below 2^32 - 1 (read alike by `UInt32(_:)` and glibc's `strtoul`).
+/// Otherwise nil: a name the file lacks (the full kc then takes a number as an id, or
+/// asks NSS's next source, or says it is unknown), or any doubt, is the full kc's.
+enum AccountFiles {
+    /// `NAME:PASSWORD:GID[:MEMBERS]`.
     static func certainGID(named name: UnsafePointer<CChar>) -> UInt32? {
-        guard isPlainGroupName(name), NameServiceSwitch.asksFilesFirstForGroups, !NameServiceSwitch.hasCache,
-              let text = FileBytes.read("/etc/group", followingLinks: false, limit: 1 << 20) else { return nil }
+        certainID(named: name, database: "group", path: "/etc/group", minimumFields: 3, numericFields: 2...2)
+    }
+
+    /// `NAME:PASSWORD:UID:GID:GECOS:HOME[:SHELL]` (the static kc needs six fields and a
+    /// numeric gid as well).
+    static func certainUID(named name: UnsafePointer<CChar>) -> UInt32? {
+        certainID(named: name, database: "passwd", path: "/etc/passwd", minimumFields: 6, numericFields: 2...3)
+    }
+
+    /// Field 2 of the one record named `name`.
+    private static func certainID(named name: UnsafePointer<CChar>, database: StaticString, path: StaticString,
+                                  minimumFields: Int, numericFields: ClosedRange<Int>) -> UInt32? {
+        guard isPlainName(name), NameServiceSwitch.asksFilesFirst(for: database), !NameServiceSwitch.hasCache,
+              let text = FileBytes.read(path, followingLinks: false, limit: 1 << 22) else { return nil }
         for byte in text where byte != UInt8(ascii: "\n") && (byte < 0x20 || byte > 0x7e) { return nil }
         let nameLength = strlen(name)
         var found: UInt32? = nil
@@ -167,37 +206,36 @@ enum GroupDatabase {
             let first = text[start]
             if first == UInt8(ascii: " ") { return nil }
             if first == UInt8(ascii: "#") { continue }
-            // This record's name: up to the first colon.
-            var colon = start
-            while colon < end && text[colon] != UInt8(ascii: ":") { colon += 1 }
-            guard colon - start == nameLength,
-                  text[start..<colon].elementsEqual(UnsafeRawBufferPointer(start: name, count: nameLength)) else { continue }
-            guard found == nil, let gid = Self.gid(inRecord: text, from: colon + 1, to: end) else { return nil }
-            found = gid
+            // The record's fields, split at every colon.
+            var fields: [Range<Int>] = []
+            var fieldStart = start
+            for index in start...end where index == end || text[index] == UInt8(ascii: ":") {
+                fields.append(fieldStart..<index)
+                fieldStart = index + 1
+            }
+            guard text[fields[0]].elementsEqual(UnsafeRawBufferPointer(start: name, count: nameLength)) else { continue }
+            guard found == nil, fields.count >= minimumFields else { return nil }
+            var id: UInt32? = nil
+            for field in numericFields {
+                guard let value = number(text[fields[field]]) else { return nil }
+                if id == nil { id = value }
+            }
+            found = id
         }
         return found
     }
 
-    /// After the name's colon: `PASSWORD:GID` then `:` or the end; GID plain digits
-    /// below 2^32 - 1 (read alike by `UInt32(_:)` and glibc's `strtoul`).
-    private static func gid(inRecord text: [UInt8], from start: Int, to end: Int) -> UInt32? {
-        var index = start
-        while index < end && text[index] != UInt8(ascii: ":") { index += 1 }
-        guard index < end else { return nil }
-        index += 1
-        var value: UInt64 = 0, digits = 0
-        while index < end && text[index] != UInt8(ascii: ":") {
-            let digit = text[index] &- UInt8(ascii: "0")
-            guard digit < 10, digits < 10 else { return nil }
-            value = value * 10 + UInt64(digit)
-            digits += 1
-            index += 1
+    private static func number(_ digits: ArraySlice<UInt8>) -> UInt32? {
+        guard !digits.isEmpty && digits.count <= 10 else { return nil }
+        var value: UInt64 = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
         }
-        guard digits > 0, value < 0xFFFF_FFFF else { return nil }
-        return UInt32(truncatingIfNeeded: value)
+        return value < 0xFFFF_FFFF ? UInt32(truncatingIfNeeded: value) : nil
     }
 
-    private static func isPlainGroupName(_ name: UnsafePointer<CChar>) -> Bool {
+    private static func isPlainName(_ name: UnsafePointer<CChar>) -> Bool {
         let first = UInt8(bitPattern: name[0])
         guard first != 0, first != UInt8(ascii: "+"), first != UInt8(ascii: "-"), first != UInt8(ascii: "#") else { return false }
         var index = 0
@@ -210,15 +248,16 @@ enum GroupDatabase {
     }
 }
 
-/// What the C library's name service switch does with a group lookup (only a dynamic
-/// full kc asks it; the front holds both kinds to the same answer).
+/// What the C library's name service switch does with a lookup (only a dynamic full kc
+/// asks it; the front holds both kinds to the same answer).
 enum NameServiceSwitch {
-    /// One `group:` line in /etc/nsswitch.conf (glibc takes a later line over an earlier
-    /// one, and matches the database's name: several lines are left to it), whose first
-    /// source is `files`, with no `[...]` action after it.
-    static var asksFilesFirstForGroups: Bool {
+    /// One line for `database` in /etc/nsswitch.conf (glibc takes a later line over an
+    /// earlier one, and may match the name in either case: several lines are left to
+    /// it), spelled so, whose first source is `files`, with no `[...]` action after it.
+    static func asksFilesFirst(for database: StaticString) -> Bool {
         guard let text = FileBytes.read("/etc/nsswitch.conf", followingLinks: true, limit: 1 << 20) else { return false }
-        var groupLines = 0, filesFirst = false
+        let wanted = ascii(database)
+        var lines = 0, filesFirst = false
         var start = 0
         while start < text.count {
             var end = start
@@ -231,11 +270,10 @@ enum NameServiceSwitch {
             while index < stop && isSpace(text[index]) { index += 1 }
             let nameStart = index
             while index < stop && !isSpace(text[index]) && text[index] != UInt8(ascii: ":") { index += 1 }
-            let database = text[nameStart..<index]
-            guard database.count == 5, database.elementsEqual(ascii("group"), by: { $0 | 0x20 == $1 }) else { continue }
-            groupLines += 1
-            // glibc may match the name in either case; the front takes only `group`.
-            guard database.elementsEqual(ascii("group")) else { return false }
+            let name = text[nameStart..<index]
+            guard name.elementsEqual(wanted, by: { $0 | 0x20 == $1 }) else { continue }
+            lines += 1
+            guard name.elementsEqual(wanted) else { return false }
             while index < stop && isSpace(text[index]) { index += 1 }
             guard index < stop && text[index] == UInt8(ascii: ":") else { continue }
             index += 1
@@ -246,7 +284,7 @@ enum NameServiceSwitch {
             filesFirst = text[source..<min(source + 5, stop)].elementsEqual(ascii("files"))
                 && (source + 5 == stop || isSpace(text[source + 5])) && (index == stop || text[index] != UInt8(ascii: "["))
         }
-        return groupLines == 1 && filesFirst
+        return lines == 1 && filesFirst
     }
 
     /// Whether nscd may answer (it answers a dynamic program before any source):
@@ -309,7 +347,9 @@ struct SharedServiceRings {
     ///   can forge a line);
     /// - each describe of a candidate succeeds and reads plainly (the full kc skips one
     ///   that fails; the front leaves that race to it).
-    static func find(_ service: UnsafePointer<CChar>, gid: UInt32) -> SharedServiceRings? {
+    /// `gid`: only a keyring of that group's (`--group`); else any group the caller
+    /// carries. `owner`: only that uid's lines (`--from`; others are not even described).
+    static func find(_ service: UnsafePointer<CChar>, gid: UInt32?, owner: UInt64?) -> SharedServiceRings? {
         guard let text = FileBytes.read("/proc/keys", followingLinks: false, limit: 64 << 20) else { return nil }
         for byte in text where byte != UInt8(ascii: "\n") && (byte < 0x20 || byte > 0x7e) { return nil }
         let me = UInt64(geteuid())
@@ -322,7 +362,7 @@ struct SharedServiceRings {
             defer { start = end + 1 }
             guard let line = ProcKeysLine(text, from: start, to: end) else { continue }
             guard let candidate = line.candidate else { return nil }
-            guard candidate.uid != me else { continue }
+            guard candidate.uid != me, owner == nil || owner == candidate.uid else { continue }
             guard !candidates.contains(candidate.serial) else { return nil }
             candidates.append(candidate.serial)
             switch Self.confirm(candidate.serial, uid: candidate.uid, service: service, gid: gid) {
@@ -344,7 +384,7 @@ struct SharedServiceRings {
     private enum Confirmation { case shared, other, uncertain }
 
     /// The full kc's checks of one candidate, on its `keyctl_describe`.
-    private static func confirm(_ ring: key_serial_t, uid: UInt64, service: UnsafePointer<CChar>, gid: UInt32) -> Confirmation {
+    private static func confirm(_ ring: key_serial_t, uid: UInt64, service: UnsafePointer<CChar>, gid: UInt32?) -> Confirmation {
         KeyDescription.read(ring) { fields -> Confirmation in
             guard fields.skip(ifEqualTo: "keyring") else { return .other }
             guard let ownerUID = fields.number(radix: 10), let groupID = fields.number(radix: 10),
@@ -360,7 +400,10 @@ struct SharedServiceRings {
                 return .other
             }
             let groupRights = (permissions >> 8) & 0xff, viewAndRead: UInt64 = 0x01 | 0x02
-            guard strcmp(name, service) == 0, groupID == UInt64(gid), groupRights & viewAndRead == viewAndRead else { return .other }
+            // (`gid == nil || gid == info.gid`, `callerGroups.contains(info.gid)`, `Sharing(info)`.)
+            guard strcmp(name, service) == 0, gid.map({ UInt64($0) == groupID }) ?? true,
+                  groupID <= 0xFFFF_FFFF && CallerGroups.include(UInt32(truncatingIfNeeded: groupID)),
+                  groupRights & viewAndRead == viewAndRead else { return .other }
             return .shared
         } ?? .uncertain
     }

@@ -215,9 +215,15 @@ final class FrontSharingTests: XCTestCase {
             (member, ["get", "--group", "kc-test-no-such-group", s, "token"]), (member, ["get", "--group", groupID, s, "token"]),
             (member, ["get", "--group", "99999", s, "token"]), (member, ["get", "--group", owner.name, s, "token"]),
             (outsider, ["get", "--group", group, s, "token"]), (outsider, ["get", "-q", "--group", group, s, "absent"]),
-            // Other spellings: --from, both, the parser's.
-            (member, ["get", "--from", owner.name, s, "token"]), (member, ["get", "--group=\(group)", s, "token"]),
+            // --from: a miss, a uid given as a number, a user that does not exist, one who shares nothing, the caller itself.
+            (member, ["get", "--from", owner.name, s, "absent"]), (member, ["get", "-q", "--from", owner.name, s, "absent"]),
+            (member, ["get", "--from", owner.uid, s, "token"]), (member, ["get", "--from", "kc-test-no-such-user", s, "token"]),
+            (member, ["get", "--from", outsider.name, s, "token"]), (member, ["get", "--from", member.name, s, "token"]),
+            (outsider, ["get", "--from", owner.name, s, "token"]),
+            // Other spellings: both options, the parser's.
+            (member, ["get", "--group=\(group)", s, "token"]), (member, ["get", "--from=\(owner.name)", s, "token"]),
             (member, ["get", "--group", group, "--from", owner.name, s, "token"]), (member, ["get", "--group", group, "--group", group, s, "token"]),
+            (member, ["get", "--from", owner.name, "--from", owner.name, s, "token"]), (member, ["get", "--from", "-x", s, "token"]),
             (member, ["get", "--group", "-x", s, "token"]), (member, ["get", "--group", group, s]), (member, ["get", "--group"]),
             // Names the full kc refuses.
             (member, ["get", "--group", group, s, ""]), (member, ["get", "--group", group, s, "a/b"]), (member, ["get", "--group", group, "..", "token"]),
@@ -238,6 +244,30 @@ final class FrontSharingTests: XCTestCase {
             XCTAssertTrue(result.standardError.contains("is shared with you by several users"), "\(result)")
             XCTAssertEqual(result.standardOutput, [])
         }
+        // Naming the owner picks one.
+        for (account, value) in [(owner, "first"), (secondOwner, "second")] {
+            let picked = try assertSame(member, words("get", "--from", account.name, s, "token"), served: true, service: service)
+            XCTAssertEqual(picked.output, value)
+        }
+    }
+
+    func testAMemberReadsWhatANamedOwnerSharesFromTheFront() throws {
+        let service = uniqueService()
+        try store(owner, service, Array("token".utf8), [0, 0xff, 0x0a, 0x80])
+        let s = String(decoding: service, as: UTF8.self)
+        for spelling in [words("get", "--from", owner.name, s, "token"), words("get", "-q", "--from", owner.name, s, "token"),
+                         words("get", s, "--from", owner.name, "--", "token")] {
+            let result = try assertSame(member, spelling, served: true, service: service)
+            XCTAssertEqual(result.standardOutput, [0, 0xff, 0x0a, 0x80])
+            XCTAssertEqual(result.standardError, "")
+        }
+        // --from naming the caller itself reads its own service, as a plain get.
+        let own = try assertSame(owner, words("get", "--from", owner.name, s, "token"), served: true, service: service)
+        XCTAssertEqual(own.standardOutput, [0, 0xff, 0x0a, 0x80])
+        // A service of the member's own of that name does not stand in the way of a named owner's.
+        try store(member, service, Array("token".utf8), Array("the member's".utf8), shared: false)
+        let named = try assertSame(member, words("get", "--from", owner.name, s, "token"), served: true, service: service)
+        XCTAssertEqual(named.standardOutput, [0, 0xff, 0x0a, 0x80])
     }
 
     func testNamesThatAreNotUTF8AreTheFullKcsAndAnsweredAlike() throws {
@@ -280,19 +310,29 @@ final class FrontSharingTests: XCTestCase {
         let groupFile = try String(contentsOfFile: "/etc/group", encoding: .utf8)
         let switchFile = try String(contentsOfFile: "/etc/nsswitch.conf", encoding: .utf8)
         let record = try XCTUnwrap(groupFile.split(separator: "\n").first { $0.hasPrefix(group + ":") })
+        let userFile = try String(contentsOfFile: "/etc/passwd", encoding: .utf8)
+        let user = try XCTUnwrap(userFile.split(separator: "\n").first { $0.hasPrefix(owner.name + ":") })
         let variants: [(file: String, text: String, why: String)] = [
             ("/etc/group", groupFile + record + "\n", "two records of the group"),
             ("/etc/group", "# caf\u{e9}\n" + groupFile, "a byte over 0x7f"),
             ("/etc/group", " " + groupFile, "a line that starts with a space"),
-            ("/etc/nsswitch.conf", switchFile.replacingOccurrences(of: "\ngroup:", with: "\ngroup: systemd") , "files not first"),
+            ("/etc/nsswitch.conf", switchFile.replacingOccurrences(of: "\ngroup:", with: "\ngroup: systemd"), "files not first for group"),
             ("/etc/nsswitch.conf", switchFile + "group: files\n", "two group lines"),
+            ("/etc/passwd", userFile + user + "\n", "two records of the owner"),
+            ("/etc/passwd", userFile + "# caf\u{e9}\n", "a byte over 0x7f in passwd"),
+            ("/etc/nsswitch.conf", switchFile.replacingOccurrences(of: "\npasswd:", with: "\npasswd: files [NOTFOUND=return]"),
+             "an action after files"),
         ]
-        // The file as it is: served.
+        // The files as they are: served.
         try assertSame(member, arguments, served: true, service: service)
+        try assertSame(member, words("get", "--from", owner.name, String(decoding: service, as: UTF8.self), "token"),
+                       served: true, service: service)
         for (index, variant) in variants.enumerated() {
             let fake = "\(folder)/etc-\(index)"
             try variant.text.write(toFile: fake, atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: fake)
+            let arguments = variant.file == "/etc/group" || variant.why.contains("group")
+                ? arguments : words("get", "--from", owner.name, String(decoding: service, as: UTF8.self), "token")
             let result = try assertSame(member, arguments, served: false, service: service,
                                         asRootFirst: "mount --bind \(fake) \(variant.file)")
             XCTAssertEqual(result.output, "s3cret", "\(variant.why): \(result)")

@@ -1,5 +1,5 @@
-"""Issue 29: kc's front serving `kc get --group G S K` (Front/Shared.swift, docs/FRONT.md)
-for a member of G reading an item another user shares with G, against the static C floor
+"""Issue 29: kc's front serving `kc get --group G S K` and `kc get --from U S K`
+(Front/Shared.swift, docs/FRONT.md) for a member of G reading an item U shares with G, against the static C floor
 (raw_get.c, a plain get of the member's own item), a static C program making the same
 kernel calls as a member's read (raw_shared_get.c) and the full kc, whole processes, in
 one run (docs/BENCHMARKS.md).
@@ -7,7 +7,7 @@ one run (docs/BENCHMARKS.md).
 usage: front_shared.py   (run by front_shared.sh as the member, inside a throwaway session
 keyring with its user keyring linked, after the owner shared bench.shared/token with G)
 Environment: FRONT (the front, with kc-full beside it), KC (the full kc), RAW_GET,
-RAW_SHARED_GET, GROUP, GID, ROUNDS (pairs per row, default 300).
+RAW_SHARED_GET, GROUP, GID, OWNER (the owner's name), ROUNDS (pairs per row, default 300).
 
 Each row runs its two commands as interleaved pairs (which goes first alternates), and
 reports the median of each side's times and the median of the per-pair ratios.
@@ -20,7 +20,7 @@ import time
 
 FRONT, KC = os.environ["FRONT"], os.environ["KC"]
 RAW_GET, RAW_SHARED_GET = os.environ["RAW_GET"], os.environ["RAW_SHARED_GET"]
-GROUP, GID = os.environ["GROUP"], os.environ["GID"]
+GROUP, GID, OWNER = os.environ["GROUP"], os.environ["GID"], os.environ["OWNER"]
 ROUNDS = int(os.environ.get("ROUNDS", "300"))
 devnull = os.open("/dev/null", os.O_RDWR)
 
@@ -63,7 +63,8 @@ os.environ["XDG_DATA_HOME"] = "/proc/kc-bench-no-vault"
 subprocess.run([KC, "set", "bench.floor", "token"], input=b"s3cret-value", check=True)
 shared = [FRONT, "get", "--group", GROUP, "bench.shared", "token"]
 own = [FRONT, "get", "--group", GROUP, "bench.floor", "token"]
-for command in (shared, own):
+named = [FRONT, "get", "--from", OWNER, "bench.shared", "token"]
+for command in (shared, own, named):
     if not served_by_front(command):
         sys.exit(f"bench: the front does not serve {' '.join(command[1:])} here; see docs/FRONT.md")
     if subprocess.run(command, capture_output=True).stdout != subprocess.run([KC] + command[1:], capture_output=True).stdout:
@@ -81,6 +82,8 @@ rows = [
     ("front `kc get -q --group G S K` (member)", "static C floor, a plain get (raw_get.c)", 1.1,
      pairs(run(shared[:2] + ["-q"] + shared[2:]), floor)),
     ("front `kc get --group G S K` (own service)", "static C floor, a plain get (raw_get.c)", 1.1, pairs(run(own), floor)),
+    ("front `kc get --from U S K` (member)", "static C floor, a plain get (raw_get.c)", 1.1, pairs(run(named), floor)),
+    ("front `kc get --from U S K` (member)", "full `kc get --from U S K`", None, pairs(run(named), run([KC] + named[1:]))),
 ]
 subprocess.run([KC, "rm", "bench.floor", "token"], check=True)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 29: kc's front serving `kc get --group G S K` (Front/Shared.swift, docs/FRONT.md)
-# for a member of G, against the static C floor (raw_get.c), a static C program making a
+# Issue 29: kc's front serving `kc get --group G S K` and `--from U` (Front/Shared.swift,
+# docs/FRONT.md) for a member of G, against the static C floor (raw_get.c), a static C program making a
 # member's kernel calls (raw_shared_get.c) and the full kc (Tools/bench/front_shared.py;
 # docs/BENCHMARKS.md).
 #   ROUNDS   interleaved pairs per row (default 300)
@@ -49,6 +49,6 @@ chmod -R a+rX "$work"
 
 printf 's3cret-value' | as "$owner" "$work/kc-full" set --group "$group" --access after-first-unlock bench.shared token
 runuser -u "$member" -- env FRONT="$work/kc" FRONT_ALONE="$work/alone/kc" KC="$work/kc-full" \
-    RAW_GET="$work/raw_get" RAW_SHARED_GET="$work/raw_shared_get" GROUP="$group" GID="$gid" ROUNDS="${ROUNDS:-300}" \
+    RAW_GET="$work/raw_get" RAW_SHARED_GET="$work/raw_shared_get" GROUP="$group" GID="$gid" OWNER="$owner" ROUNDS="${ROUNDS:-300}" \
     keyctl session - /bin/sh -c 'keyctl link @u @s >/dev/null; cd /; exec python3 "$0"' "$work/front_shared.py" 2>&1 \
     | grep -v '^Joined session keyring'

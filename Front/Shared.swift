@@ -1,12 +1,14 @@
 import CFront
 
-// `kc get --group GROUP SERVICE ITEM` in the front (docs/FRONT.md, "A shared service
-// read through --group"): a member reading an item of the service another user shares
-// with GROUP, and the caller's own read with --group. The full kc's path is
+// `kc get --group GROUP SERVICE ITEM` and `kc get --from USER SERVICE ITEM` in the front
+// (docs/FRONT.md, "A shared service read through --group or --from"): a member reading an
+// item of the service another user shares with it, and the caller's own read with either
+// option. The full kc's path for --group is
 // Sources/kc/FastPath.swift `get()` -> `openKeychain` (the group resolved, the caller in
 // it) -> `Keychain.withBytes` -> `sharedService(forWriting: false)` (the caller's own
 // service wins; else `SharedServices.visible`, /proc/keys confirmed by describes) ->
-// `SharedService.locate` (the keyring's links, each key described) -> one read. The
+// `SharedService.locate` (the keyring's links, each key described) -> one read; for
+// --from the same without the caller's own service (`visible(owner:)`). The
 // front makes the same read-only calls and serves only where each answer is one the full
 // kc takes without a word or a change; anything else (a group it cannot resolve exactly as
 // the full kc does, several owners, a miss, a vault, KC_AUDIT, a failed call) is handed

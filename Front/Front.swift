@@ -22,7 +22,7 @@ func main(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar
             request.serveIfAtHome()
             request.reportIfMissingEverywhere()
         } else if let request = SharedGet(argc: argc, argv: argv), getenv("KC_AUDIT") == nil {
-            request.serveIfCertain()  // --group (Front/Shared.swift)
+            request.serveIfCertain()  // --group or --from (Front/Shared.swift)
         } else if let request = PlainList(argc: argc, argv: argv) {
             request.serveIfNoVault()
         } else if let request = PlainSet(argc: argc, argv: argv) {

@@ -641,7 +641,7 @@ enum ItemValue {
 enum ProcKeys {
     /// The whole file as the full kc reads it (`readProcBytes`), or nil if it cannot be read.
     static func read() -> [UInt8]? {
-        let descriptor = CFront_open_reading("/proc/keys")
+        let descriptor = CFront_open_read("/proc/keys", 0)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
         var text: [UInt8] = []

@@ -23,6 +23,8 @@ func main(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar
         if let request = PlainGet(argc: argc, argv: argv), getenv("KC_AUDIT") == nil {
             request.serveIfAtHome()
             request.reportIfMissingEverywhere()
+        } else if let request = SharedGet(argc: argc, argv: argv), getenv("KC_AUDIT") == nil {
+            request.serveIfCertain()  // --group or --from (Front/Shared.swift)
         } else if let request = PlainList(argc: argc, argv: argv) {
             request.serveIfNoVault()
         } else if let request = PlainSet(argc: argc, argv: argv) {
@@ -107,27 +109,7 @@ struct PlainGet {
         guard UserNamespace.isInitial,
               case .found(let ring) = ServiceKeyrings.find(service, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING),
               case .found(let key) = Search(in: ring, type: "user", description: item) else { return }
-        let callersLimit = CoreDumps.disable()
-        // A `user` key holds at most 32767 bytes: one read takes any value whole.
-        withUnsafeTemporaryAllocation(byteCount: 32768, alignment: 8) { buffer in
-            guard let base = buffer.baseAddress else { return }
-            let length = keyctl_read(key, base.assumingMemoryBound(to: CChar.self), buffer.count)
-            guard length >= 0 && length <= buffer.count else {
-                if length > 0 { explicit_bzero(base, buffer.count) }
-                CoreDumps.restore(callersLimit)
-                return  // removed or expired since the search, or refused: the full kc decides
-            }
-            let value = UnsafeRawBufferPointer(start: base, count: length)
-            // On a terminal, a value that does not end in a newline gets one.
-            let written = StandardStream.write(value, to: 1)
-                && (value.last == UInt8(ascii: "\n") || isatty(1) != 1 || StandardStream.write(newline, to: 1))
-            explicit_bzero(base, length)
-            guard written else {
-                StandardStream.report("kc: cannot write to standard output\n")
-                exit(2)
-            }
-            exit(0)
-        }
+        ValueOutput.writeAndExit(key)
     }
 
     /// Says so and exits 1, as the full kc's `kc get` does on a miss, if the item is
@@ -157,11 +139,6 @@ struct PlainGet {
             line.bytes.withUnsafeBytes { _ = StandardStream.write($0, to: 2) }
         }
         exit(1)
-    }
-
-    private var newline: UnsafeRawBufferPointer {
-        let text: StaticString = "\n"
-        return UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
     }
 }
 
@@ -240,6 +217,39 @@ struct PlainList {
             names.append(described.name)
         }
         return true
+    }
+}
+
+/// One read of an item found (at home, or in a service shared with the caller), written
+/// out as `printValue` writes a hit (Sources/kc/Get.swift), with core dumps off first as
+/// the full kc has them (Sources/kc/CoreDumps.swift): one `keyctl_read` into a 32 KiB
+/// buffer (a `user` key holds at most 32767 bytes), the exact bytes, a newline only if
+/// standard output is a terminal and the value does not end in one, the buffer zeroed.
+enum ValueOutput {
+    /// Exits 0 (or 2 if standard output cannot be written); returns if the read fails,
+    /// with the caller's core-file limit given back (the full kc decides).
+    static func writeAndExit(_ key: key_serial_t) {
+        let callersLimit = CoreDumps.disable()
+        withUnsafeTemporaryAllocation(byteCount: 32768, alignment: 8) { buffer in
+            guard let base = buffer.baseAddress else { return }
+            let length = keyctl_read(key, base.assumingMemoryBound(to: CChar.self), buffer.count)
+            guard length >= 0 && length <= buffer.count else {
+                if length > 0 { explicit_bzero(base, buffer.count) }
+                CoreDumps.restore(callersLimit)
+                return  // removed, expired or unshared since it was found, or refused: the full kc decides
+            }
+            let value = UnsafeRawBufferPointer(start: base, count: length)
+            let newline: StaticString = "\n"
+            let written = StandardStream.write(value, to: 1)
+                && (value.last == UInt8(ascii: "\n") || isatty(1) != 1
+                    || StandardStream.write(UnsafeRawBufferPointer(start: newline.utf8Start, count: 1), to: 1))
+            explicit_bzero(base, length)
+            guard written else {
+                StandardStream.report("kc: cannot write to standard output\n")
+                exit(2)
+            }
+            exit(0)
+        }
     }
 }
 

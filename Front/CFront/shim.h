@@ -78,4 +78,11 @@ static inline int CFront_pipe_capacity(int fd, int wanted) {
     return capacity;
 }
 
+// open(2) for reading, close-on-exec (open is variadic, which Swift cannot call), as the
+// full kc opens the files it reads whole: /etc/group and /proc/keys with O_NOFOLLOW
+// (`readProcBytes`), /etc/nsswitch.conf as the C library does (following a link).
+static inline int CFront_open_read(const char *path, int followLinks) {
+    return open(path, O_RDONLY | O_CLOEXEC | (followLinks ? 0 : O_NOFOLLOW));
+}
+
 #endif

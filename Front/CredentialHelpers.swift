@@ -590,28 +590,10 @@ struct CredentialService {
         guard Vault.stashSearchIsPlain(at: vaultRoot), let rings = rings() else { return nil }
         var names: [[UInt8]] = []
         for (ring, linkedDirectly) in rings where linkedDirectly {
-            guard Self.appendUserKeyNames(of: ring, to: &names) else { return nil }
+            guard ServiceKeyrings.appendUserKeyNames(of: ring, to: &names, checkingSize: false) else { return nil }
         }
         names.sort { $0.lexicographicallyPrecedes($1) }
         return names
-    }
-
-    private static func appendUserKeyNames(of ring: key_serial_t, to names: inout [[UInt8]]) -> Bool {
-        guard let keys = ServiceKeyrings.linkedKeys(of: ring) else { return false }
-        for key in keys {
-            let described: (isUser: Bool, name: [UInt8])?? = KeyDescription.read(key) { fields in
-                let isUser = fields.skip(ifEqualTo: "user")
-                guard isUser || fields.skip(),
-                      let uid = fields.number(radix: 10), uid == UInt64(geteuid()),
-                      fields.number(radix: 10) != nil,  // gid
-                      fields.number(radix: 16) != nil  // mask
-                else { return nil }
-                return (isUser, Array(UnsafeRawBufferPointer(start: fields.position, count: strlen(fields.position))))
-            }
-            guard let described, let described else { return false }
-            if described.isUser { names.append(described.name) }
-        }
-        return true
     }
 }
 

@@ -166,7 +166,7 @@ struct PlainList {
         var serviceExists = false
         let certain = ServiceKeyrings.probe(service) { ring, linkedDirectly in
             serviceExists = true
-            return !linkedDirectly || Self.appendItemNames(of: ring, to: &names)
+            return !linkedDirectly || ServiceKeyrings.appendUserKeyNames(of: ring, to: &names, checkingSize: true)
         }
         guard certain else { return }
         if names.isEmpty && !serviceExists {
@@ -194,29 +194,6 @@ struct PlainList {
             exit(2)
         }
         exit(0)
-    }
-
-    /// Appends the names of the `user` keys linked in `ring` that are the caller's and
-    /// can be read (`ServiceRings.itemNames(checkingSize: true)`); false where the full
-    /// kc would unlink a key, link the user keyring, or report an error.
-    private static func appendItemNames(of ring: key_serial_t, to names: inout [[UInt8]]) -> Bool {
-        guard let keys = ServiceKeyrings.linkedKeys(of: ring) else { return false }
-        for key in keys {
-            let described: (isUser: Bool, name: [UInt8])?? = KeyDescription.read(key) { fields in
-                let isUser = fields.skip(ifEqualTo: "user")
-                guard isUser || fields.skip(),
-                      let uid = fields.number(radix: 10), uid == UInt64(geteuid()),
-                      fields.number(radix: 10) != nil,  // gid
-                      fields.number(radix: 16) != nil  // mask
-                else { return nil }
-                return (isUser, Array(UnsafeRawBufferPointer(start: fields.position, count: strlen(fields.position))))
-            }
-            guard let described, let described else { return false }
-            guard described.isUser else { continue }
-            guard keyctl_read(key, nil, 0) >= 0 else { return false }
-            names.append(described.name)
-        }
-        return true
     }
 }
 

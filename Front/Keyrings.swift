@@ -120,6 +120,31 @@ enum ServiceKeyrings {
         } ?? false
     }
 
+    /// Appends the names of the `user` keys linked in `ring`, each the caller's
+    /// (`ServiceRings.itemNames(checkingSize:)`), with `checkingSize` only those whose
+    /// size can be read; false where the full kc would unlink a key (another uid's, or
+    /// one that cannot be described), link the user keyring to read again, or report an
+    /// error.
+    static func appendUserKeyNames(of ring: key_serial_t, to names: inout [[UInt8]], checkingSize: Bool) -> Bool {
+        guard let keys = linkedKeys(of: ring) else { return false }
+        for key in keys {
+            let described: (isUser: Bool, name: [UInt8])?? = KeyDescription.read(key) { fields in
+                let isUser = fields.skip(ifEqualTo: "user")
+                guard isUser || fields.skip(),
+                      let uid = fields.number(radix: 10), uid == UInt64(geteuid()),
+                      fields.number(radix: 10) != nil,  // gid
+                      fields.number(radix: 16) != nil  // mask
+                else { return nil }
+                return (isUser, Array(UnsafeRawBufferPointer(start: fields.position, count: strlen(fields.position))))
+            }
+            guard let described, let described else { return false }
+            guard described.isUser else { continue }
+            if checkingSize, keyctl_read(key, nil, 0) < 0 { return false }
+            names.append(described.name)
+        }
+        return true
+    }
+
     /// The serials linked in `ring` (`keyctl_read`, size-probed), or nil if it cannot be read.
     static func linkedKeys(of ring: key_serial_t) -> [key_serial_t]? {
         var capacity = 64

@@ -15,43 +15,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from interleaved import pairs, print_table, spawn  # noqa: E402
 
 FRONT, KC = os.path.abspath(os.environ["FRONT"]), os.path.abspath(os.environ["KC"])
 RAW_GET, PEAK_RSS = os.environ["RAW_GET"], os.environ["PEAK_RSS"]
-ROUNDS = int(os.environ.get("ROUNDS", "300"))
 KEYCTL = shutil.which("keyctl")
-devnull = os.open("/dev/null", os.O_RDWR)
-
-
-def spawn(command, status=0, stdin=None):
-    """Wall time of one whole process, its output and messages to /dev/null (its input
-    from the file `stdin`, else /dev/null); it must exit `status`."""
-    source = os.open(stdin, os.O_RDONLY) if stdin else devnull
-    try:
-        start = time.perf_counter()
-        pid = os.posix_spawn(command[0], command, os.environ,
-                             file_actions=[(os.POSIX_SPAWN_DUP2, source, 0)] + [(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (1, 2)])
-        _, result = os.waitpid(pid, 0)
-        elapsed = time.perf_counter() - start
-    finally:
-        if stdin:
-            os.close(source)
-    if os.waitstatus_to_exitcode(result) != status:
-        sys.exit(f"bench: {' '.join(command)} exited {os.waitstatus_to_exitcode(result)}, not {status}")
-    return elapsed
-
-
-def pairs(ours, theirs):
-    """(median of ours, median of theirs, median of ours/theirs) over ROUNDS interleaved pairs."""
-    a, b, ratios = [], [], []
-    for round in range(ROUNDS):
-        if round % 2:
-            y = theirs(); x = ours()
-        else:
-            x = ours(); y = theirs()
-        a.append(x); b.append(y); ratios.append(x / y)
-    return statistics.median(a), statistics.median(b), statistics.median(ratios)
 
 
 def peak_rss(command):
@@ -130,13 +100,7 @@ for item in ("token", "second", "third"):
     subprocess.run([KC, "rm", "bench.front", item], check=True)
 os.remove(value)
 
-print(f"| command | median | peer | median | median of ratios | target |")
-print("|---|---|---|---|---|---|")
-for label, peer, target, (ours, theirs, ratio) in rows:
-    verdict = "—" if target is None else (f"≤ {target}: met" if ratio <= target else f"≤ {target}: **not met**")
-    if target is None and ratio >= 1:
-        verdict = f"— (+{(ours - theirs) * 1e3:.2f} ms)"
-    print(f"| {label} | {ours * 1e3:.3f} ms | {peer} | {theirs * 1e3:.3f} ms | {ratio:.2f} | {verdict} |")
+print_table(rows)
 print()
 for label, kib in memory:
     print(f"- {label}: {kib:.0f} KiB")

@@ -14,44 +14,16 @@ per-pair ratios. It stores credentials for git.example and registry.example and 
 """
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from interleaved import pairs, print_table, spawn  # noqa: E402
 
 FRONT, KC = os.path.abspath(os.environ["FRONT"]), os.path.abspath(os.environ["KC"])
 RAW_GET, RAW_GIT_GET = os.environ["RAW_GET"], os.environ["RAW_GIT_GET"]
-ROUNDS = int(os.environ.get("ROUNDS", "300"))
 KEYCTL = shutil.which("keyctl")
-devnull = os.open("/dev/null", os.O_RDWR)
-
-
-def spawn(command, stdin=None, status=0):
-    """Wall time of one whole process, its input from `stdin` (a file) or /dev/null, its
-    output and messages to /dev/null; it must exit `status`."""
-    start = time.perf_counter()
-    actions = [(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)]
-    if stdin is not None:
-        actions[0] = (os.POSIX_SPAWN_OPEN, 0, stdin, os.O_RDONLY, 0)
-    pid = os.posix_spawn(command[0], command, os.environ, file_actions=actions)
-    _, result = os.waitpid(pid, 0)
-    elapsed = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(result) != status:
-        sys.exit(f"bench: {' '.join(command)} exited {os.waitstatus_to_exitcode(result)}, not {status}")
-    return elapsed
-
-
-def pairs(ours, theirs):
-    """(median of ours, median of theirs, median of ours/theirs) over ROUNDS interleaved pairs."""
-    a, b, ratios = [], [], []
-    for round in range(ROUNDS):
-        if round % 2:
-            y = theirs(); x = ours()
-        else:
-            x = ours(); y = theirs()
-        a.append(x); b.append(y); ratios.append(x / y)
-    return statistics.median(a), statistics.median(b), statistics.median(ratios)
 
 
 def output(command, stdin):
@@ -96,10 +68,10 @@ for helper, stdin in (("git-credential-kc", git_named), ("git-credential-kc", gi
     if front != full or not front:
         sys.exit(f"bench: {helper} get answers differently through the front")
 
-helper = lambda kind, name, stdin, status=0: (lambda: spawn([links[kind, name], "get"], stdin, status))
+helper = lambda kind, name, stdin, status=0: (lambda: spawn([links[kind, name], "get"], status, stdin))
 pipe = lambda: spawn([KEYCTL, "pipe", token])
 floor = lambda: spawn([RAW_GET, "git:https:git.example", "alice"])
-same_calls = lambda: spawn([RAW_GIT_GET, "git:https:git.example", "alice"], git_named)
+same_calls = lambda: spawn([RAW_GIT_GET, "git:https:git.example", "alice"], stdin=git_named)
 if output([RAW_GIT_GET, "git:https:git.example", "alice"], git_named) != output([links["front", "git-credential-kc"], "get"], git_named):
     sys.exit("bench: raw_git_get answers differently from the front")
 
@@ -130,10 +102,4 @@ subprocess.run([links["full", "git-credential-kc"], "erase"], input=b"protocol=h
 subprocess.run([links["full", "docker-credential-kc"], "erase"], input=b"registry.example\n", check=True)
 shutil.rmtree(folder)
 
-print(f"| command | median | peer | median | median of ratios | target |")
-print("|---|---|---|---|---|---|")
-for label, peer, target, (ours, theirs, ratio) in rows:
-    verdict = "—" if target is None else (f"≤ {target}: met" if ratio <= target else f"≤ {target}: **not met**")
-    if target is None and ratio >= 1:
-        verdict = f"— (+{(ours - theirs) * 1e3:.2f} ms)"
-    print(f"| {label} | {ours * 1e3:.3f} ms | {peer} | {theirs * 1e3:.3f} ms | {ratio:.2f} | {verdict} |")
+print_table(rows)

@@ -13,40 +13,15 @@ Each row runs its two commands as interleaved pairs (which goes first alternates
 reports the median of each side's times and the median of the per-pair ratios.
 """
 import os
-import statistics
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from interleaved import pairs, print_table, spawn  # noqa: E402
 
 FRONT, KC = os.environ["FRONT"], os.environ["KC"]
 RAW_GET, RAW_SHARED_GET = os.environ["RAW_GET"], os.environ["RAW_SHARED_GET"]
 GROUP, GID, OWNER = os.environ["GROUP"], os.environ["GID"], os.environ["OWNER"]
-ROUNDS = int(os.environ.get("ROUNDS", "300"))
-devnull = os.open("/dev/null", os.O_RDWR)
-
-
-def spawn(command, status=0):
-    """Wall time of one whole process, its output to /dev/null; it must exit `status`."""
-    start = time.perf_counter()
-    pid = os.posix_spawn(command[0], command, os.environ,
-                         file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)])
-    _, result = os.waitpid(pid, 0)
-    elapsed = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(result) != status:
-        sys.exit(f"bench: {' '.join(command)} exited {os.waitstatus_to_exitcode(result)}, not {status}")
-    return elapsed
-
-
-def pairs(ours, theirs):
-    """(median of ours, median of theirs, median of ours/theirs) over ROUNDS interleaved pairs."""
-    a, b, ratios = [], [], []
-    for round in range(ROUNDS):
-        if round % 2:
-            y = theirs(); x = ours()
-        else:
-            x = ours(); y = theirs()
-        a.append(x); b.append(y); ratios.append(x / y)
-    return statistics.median(a), statistics.median(b), statistics.median(ratios)
 
 
 def served_by_front(command):
@@ -91,10 +66,4 @@ with open("/proc/keys") as listing:
     keys = sum(1 for _ in listing)
 print(f"(the member sees {keys} keys in /proc/keys)")
 print()
-print("| command | median | peer | median | median of ratios | target |")
-print("|---|---|---|---|---|---|")
-for label, peer, target, (ours, theirs, ratio) in rows:
-    verdict = "—" if target is None else (f"≤ {target}: met" if ratio <= target else f"≤ {target}: **not met**")
-    if target is None and ratio >= 1:
-        verdict = f"— (+{(ours - theirs) * 1e3:.2f} ms)"
-    print(f"| {label} | {ours * 1e3:.3f} ms | {peer} | {theirs * 1e3:.3f} ms | {ratio:.2f} | {verdict} |")
+print_table(rows)

@@ -44,7 +44,7 @@ cp "$bin/kc-front" "$work/alone/kc"
 cp "$bin/kc" "$work/kc-full"
 cc -O2 -static -o "$work/raw_get" "$root/Tools/bench/raw_get.c" -lkeyutils
 cc -O2 -static -o "$work/raw_shared_get" "$root/Tools/bench/raw_shared_get.c" -lkeyutils
-cp "$root/Tools/bench/front_shared.py" "$work/"
+cp "$root/Tools/bench/front_shared.py" "$root/Tools/bench/interleaved.py" "$work/"
 chmod -R a+rX "$work"
 
 printf 's3cret-value' | as "$owner" "$work/kc-full" set --group "$group" --access after-first-unlock bench.shared token

@@ -193,7 +193,9 @@ final class SetKeepsTheItemTests: VaultTestCase {
         let vault = try makeVault()
         let service = uniqueService()
         XCTAssertEqual(try vault.set(service, "blob", "small", options: ["--access", "after-first-unlock"]).status, 0)
-        let large = [UInt8](repeating: 0x42, count: 10_000)
+        // Over two pages, as far as an ordinary user's key quota (20,000 bytes) has room.
+        let free = KeyQuota.current()?.freeBytes ?? 40_000
+        let large = [UInt8](repeating: 0x42, count: max(4200, min(10_000, free - 3000)))
         let changed = try vault.set(service, "blob", large)
         XCTAssertEqual(changed.status, 0, "\(changed)")
         XCTAssertEqual(try Keychain(service: service).data(forKey: "blob"), large)

@@ -166,7 +166,7 @@ enum AccountFiles {
     /// Field 2 of the one record named `name`.
     private static func certainID(named name: UnsafePointer<CChar>, database: StaticString, path: StaticString,
                                   minimumFields: Int, numericFields: ClosedRange<Int>) -> UInt32? {
-        guard isPlainName(name), NameServiceSwitch.asksFilesFirst(for: database), !NameServiceSwitch.hasCache,
+        guard isPlainAccountName(name), NameServiceSwitch.asksFilesFirst(for: database), !NameServiceSwitch.hasCache,
               let text = FileBytes.read(path, followingLinks: false, limit: 1 << 22) else { return nil }
         for byte in text where byte != UInt8(ascii: "\n") && (byte < 0x20 || byte > 0x7e) { return nil }
         let nameLength = strlen(name)
@@ -209,7 +209,7 @@ enum AccountFiles {
         return value < 0xFFFF_FFFF ? UInt32(truncatingIfNeeded: value) : nil
     }
 
-    private static func isPlainName(_ name: UnsafePointer<CChar>) -> Bool {
+    private static func isPlainAccountName(_ name: UnsafePointer<CChar>) -> Bool {
         let first = UInt8(bitPattern: name[0])
         guard first != 0, first != UInt8(ascii: "+"), first != UInt8(ascii: "-"), first != UInt8(ascii: "#") else { return false }
         var index = 0

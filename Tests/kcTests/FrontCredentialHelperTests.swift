@@ -23,11 +23,6 @@ final class FrontCredentialHelperTests: KeyringTestCase {
         folder = try helperFolders(for: self)
     }
 
-    override func tearDownWithError() throws {
-        if !folder.isEmpty { try? FileManager.default.removeItem(atPath: folder) }
-        try super.tearDownWithError()
-    }
-
     /// This process's environment with no vault where the full kc would look for one.
     private func environment(_ extra: [String: String] = [:]) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment.filter { $0.key != "KC_AUDIT" }
@@ -311,11 +306,6 @@ final class FrontCredentialHelperVaultTests: VaultTestCase {
         folder = try helperFolders(for: self)
     }
 
-    override func tearDownWithError() throws {
-        if !folder.isEmpty { try? FileManager.default.removeItem(atPath: folder) }
-        try super.tearDownWithError()
-    }
-
     func testWithAVaultTheHelpersGetIsTheFullKcs() throws {
         let vault = try makeVault()
         let host = uniqueService()
@@ -370,6 +360,7 @@ private func helperFolders(for test: XCTestCase) throws -> String {
     let folder = FileManager.default.temporaryDirectory
         .appendingPathComponent("kc-test-helpers-\(getpid())-\(test.name.filter(\.isLetter).suffix(30))").path
     try? FileManager.default.removeItem(atPath: folder)
+    test.addTeardownBlock { try? FileManager.default.removeItem(atPath: folder) }
     for (name, target) in [("front", front), ("full", builtFullKC), ("alone", folder + "/kc-front")] {
         try FileManager.default.createDirectory(atPath: folder + "/" + name, withIntermediateDirectories: true)
         for helper in ["git-credential-kc", "docker-credential-kc"] {

@@ -272,34 +272,34 @@ enum FullKC {
     }
 
     /// Executes `kc-full` beside this file. If it cannot, says so (unless told not to)
-    /// and exits 2, or exits 0 without a word.
+    /// and exits as a shell does for a command it cannot run: 127 where there is no
+    /// such file, 126 for any other failure (pam_kc logs both); or exits 0 without a word.
     static func run(argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
                     environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, reportingFailure: Bool = true) -> Never {
         let name: StaticString = "kc-full"
         let capacity = Int(PATH_MAX) + 1
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: capacity) { path -> Never in
-            let failed: Int32 = reportingFailure ? 2 : 0
-            guard let base = path.baseAddress else { exit(failed) }
+            guard let base = path.baseAddress else { exit(reportingFailure ? 126 : 0) }
             let length = readlink("/proc/self/exe", base, capacity - 1)
             guard length > 0 else {
                 let error = CFront_errno()
                 if !reportingFailure { exit(0) }
                 StandardStream.report("kc: cannot find the full kc: /proc/self/exe: ", strerror(error), "; check that /proc is mounted\n")
-                exit(2)
+                exit(127)
             }
             base[length] = 0
             guard let slash = strrchr(base, Int32(UInt8(ascii: "/"))),
                   slash + 1 - base + name.utf8CodeUnitCount < capacity else {
                 if !reportingFailure { exit(0) }
                 StandardStream.report("kc: cannot find the full kc beside ", base, "\n")
-                exit(2)
+                exit(127)
             }
             strcpy(slash + 1, UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self))
             execve(base, argv, environment)
             let error = CFront_errno()
             if !reportingFailure { exit(0) }
             StandardStream.report("kc: cannot run the full kc, ", base, ": ", strerror(error), "; check that kc is installed whole\n")
-            exit(2)
+            exit(error == ENOENT || error == ENOTDIR ? 127 : 126)
         }
     }
 }

@@ -132,6 +132,21 @@ static void kc_exec_child(int input, const char *kc, char *const arguments[], co
     _exit(127);
 }
 
+/* Says how kc ended, unless it loaded what it could (0), or said in the vault's status
+ * why not all (2). 126 and 127 are a kc that could not run: the module's own exec, or
+ * kc's front without the full kc beside it (docs/FRONT.md). */
+static void kc_log_end(pam_handle_t *pamh, int status) {
+    if (WIFSIGNALED(status))
+        pam_syslog(pamh, LOG_ERR, "kc was killed by signal %d; see 'kc vault status'", WTERMSIG(status));
+    else if (!WIFEXITED(status))
+        pam_syslog(pamh, LOG_ERR, "kc ended with wait status %d", status);
+    else if (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127)
+        pam_syslog(pamh, LOG_ERR, "kc could not run (exit status %d): install kc and kc-full together with Tools/setup.sh",
+                   WEXITSTATUS(status));
+    else if (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 2)
+        pam_syslog(pamh, LOG_NOTICE, "kc exited with status %d; see 'kc vault status'", WEXITSTATUS(status));
+}
+
 /* Waits for the child at most `timeout` seconds, then kills it: a login never hangs on kc.
  * A program that reaps its children itself (a SIGCHLD handler) may have taken it: ECHILD. */
 static void kc_wait(pam_handle_t *pamh, pid_t child, long timeout) {
@@ -140,8 +155,7 @@ static void kc_wait(pam_handle_t *pamh, pid_t child, long timeout) {
         int status;
         pid_t done = waitpid(child, &status, WNOHANG);
         if (done == child) {
-            if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 2))
-                pam_syslog(pamh, LOG_NOTICE, "kc ended with status %d; see 'kc vault status'", status);
+            kc_log_end(pamh, status);
             return;
         }
         if (done < 0 && errno != EINTR) return;

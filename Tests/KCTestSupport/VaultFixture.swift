@@ -198,7 +198,10 @@ public final class VaultFixture {
     public func dropStash() {
         for _ in 0..<3 {
             guard let key = stashKey else { return }
-            if (try? key.invalidate()) == nil { _ = try? key.unlink(from: SpecialKeyring.user.serial) }
+            // Unlinked first, as kc does: a pruned link of an invalidated key stays
+            // charged to the user keyring's owner (kc's OwnService.drop).
+            _ = try? key.unlink(from: SpecialKeyring.user.serial)
+            _ = try? key.invalidate()
         }
     }
 

@@ -414,6 +414,33 @@ final class VaultLoginTests: VaultTestCase {
         XCTAssertEqual(try accountView(service, home: home).output, " user=1\n boot=1\nunlocked=0\n", "no kc ran")
     }
 
+    /// kc's front installed without the full kc beside it (a half-done install) cannot
+    /// unlock anything: the login goes on exactly as without kc, and the module says
+    /// in the log why kc did nothing, rather than nothing at all.
+    func testAFrontWithoutItsFullKcLeavesTheLoginAsWithoutKCAndIsLogged() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: PAM, and a test account") }
+        let front = builtFolder + "/kc-front"
+        guard FileManager.default.isExecutableFile(atPath: front) else { throw XCTSkip("the front was not built (Tools/build-front.sh)") }
+        let service = "kc-test.\(getpid()).vault-debian-half"
+        let home = try accountWithVault(service: service)
+        let folder = try makeVault(create: false).dataHome + "/half-installed"
+        XCTAssertEqual(try runShell("mkdir -p '\(folder)' && cp '\(front)' '\(folder)/kc' && chmod 755 '\(folder)' '\(folder)/kc'").status, 0)
+        let log = try DatagramReceiver.listenAsSyslog()
+        defer { log.close() }
+        let withoutKC = try loginService(try debianStack([]))
+        let halfKC = try loginService(try debianStack(["--enable", "kc"]), kc: folder + "/kc")
+
+        let login = try pamtester(halfKC, ["authenticate", "open_session"], password: password)
+        let loginWithout = try pamtester(withoutKC, ["authenticate", "open_session"], password: password)
+        XCTAssertEqual(login.status, 0, "\(login)")
+        XCTAssertEqual(login.output + login.standardError, loginWithout.output + loginWithout.standardError)
+        XCTAssertEqual(try accountView(service, home: home).output, " user=1\n boot=1\nunlocked=0\n", "nothing was loaded")
+        let line = log.receive(within: 5) { $0.contains("kc could not run") }
+        XCTAssertNotNil(line, "pam_kc logs that kc could not run")
+        XCTAssertTrue(line?.contains("exit status 127") ?? false, line ?? "")
+        XCTAssertFalse(line?.contains(password) ?? false)
+    }
+
     func testAVaultThatCannotOpenNeverChangesTheLoginAndItsStatusSaysWhy() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root: PAM, and a test account") }
         let service = "kc-test.\(getpid()).vault-debian-fail"

@@ -296,12 +296,21 @@ extension OwnService {
     /// once and its serial reads nothing from then on; an unlink from the service's
     /// keyring would leave it readable by serial wherever else it is linked. A key that
     /// cannot be invalidated is unlinked. Returns whether this call dropped it.
+    ///
+    /// It is unlinked from its keyring first: a link that the kernel's collector prunes
+    /// after an invalidation stays charged to the keyring owner's key quota (4 bytes) for
+    /// as long as that keyring lives, while an unlink gives the 4 bytes back. (A user
+    /// keyring that lives for months would otherwise lose its quota to `kc lock`s.)
     func drop(_ located: LocatedItem) throws(KeychainError) -> Bool {
+        var unlinked = false
+        var unlinkError: KeychainError?
+        do { unlinked = try unlinkIgnoringGone(located.item, from: located.ring) } catch { unlinkError = error }
         do {
             try located.item.invalidate()
         } catch {
-            if error.meansKeyIsGone { return false }
-            return try remove(located)
+            // Gone once unlinked (it was linked nowhere else), or before this call.
+            if let unlinkError, !error.meansKeyIsGone { throw unlinkError }
+            if !unlinked { return false }
         }
         DeadlineRecords.forget([located.item])
         return true

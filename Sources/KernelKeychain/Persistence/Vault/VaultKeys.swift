@@ -72,16 +72,16 @@ internal enum VaultKeys {
         return try? linked.search(type: "user", description: stashDescription(for: directory))
     }
 
-    /// Removes the stash: the vault is locked again. True if it was unlocked.
+    /// Removes the stash: the vault is locked again. True if it was unlocked. Unlinked
+    /// from the user keyring first, then invalidated wherever else it is linked (an
+    /// invalidated key's link, pruned by the kernel's collector, would stay charged to
+    /// the user's key quota while the user keyring lives: see `OwnService.drop`).
     @discardableResult
     static func removeStash(for directory: VaultDirectory) -> Bool {
         guard let key = stashKey(for: directory), let anchor = try? Anchor.user.serial() else { return false }
-        do {
-            try key.invalidate()
-        } catch {
-            return (try? key.unlink(from: anchor)) != nil
-        }
-        return true
+        let unlinked = (try? key.unlink(from: anchor)) != nil
+        let invalidated = (try? key.invalidate()) != nil
+        return unlinked || invalidated
     }
 
     // MARK: Device-only items

@@ -240,6 +240,36 @@ final class VaultCommandTests: VaultTestCase {
         XCTAssertEqual(try vault.get(service, "token").output, "dropped secret", "kc unlock brings it back")
     }
 
+    /// The kernel's collector prunes an invalidated key's links without giving their 4
+    /// bytes back to the owner of the keyring that held them, for as long as that
+    /// keyring lives; the user keyring lives as long as the user's sessions. So `kc lock`
+    /// unlinks what it drops (the vault's key in the user keyring, the items) before
+    /// invalidating it: lock and unlock cycles leave the user's key quota as they found it.
+    func testLockAndUnlockCyclesGiveEveryByteOfKeyQuotaBack() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        XCTAssertEqual(try vault.set(service, "token", "kept across locks", options: ["--access", "after-first-unlock"]).status, 0)
+        XCTAssertEqual(try vault.set(service, "other", "this too", options: ["--access", "after-first-unlock"]).status, 0)
+        /// The bytes charged to this uid once the collector has freed what it will.
+        func settledBytes() -> Int? {
+            var last = KeyQuota.current()?.bytes
+            for _ in 0..<50 {
+                usleep(100_000)
+                let now = KeyQuota.current()?.bytes
+                if now == last { return now }
+                last = now
+            }
+            return last
+        }
+        let before = try XCTUnwrap(settledBytes(), "/proc/key-users names this uid")
+        for cycle in 0..<25 {
+            XCTAssertEqual(try vault.lock(levels: ["after-first-unlock"]).status, 0, "lock \(cycle)")
+            XCTAssertEqual(try vault.unlock().result.status, 0, "unlock \(cycle)")
+        }
+        XCTAssertEqual(try vault.get(service, "token").output, "kept across locks")
+        XCTAssertEqual(settledBytes(), before, "25 locks and unlocks, each dropping the vault's key and 2 items")
+    }
+
     func testVaultStatusShowsWhenTheLastErrorHappenedAsALocalTime() throws {
         let vault = try makeVault()
         let before = wallSeconds()

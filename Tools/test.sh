@@ -24,6 +24,10 @@ bash "$root/Tools/build-front.sh" || front_problem="the front (Front/) did not b
 bash "$root/Tools/manpage.sh" "$root/.build/man/kc.1"
 # What the machine holds now, to check afterwards that the run left nothing behind.
 bash "$root/Tools/leftovers.sh" snapshot "$root/.build/leftovers-before.txt"
+# This uid's key quota as the kernel charges it (keys, bytes), before and after: what the
+# run leaves charged, which an ordinary user's 20,000 bytes feel first.
+quota_charge() { awk -v uid="$(id -u):" '$1 == uid { print $4 " keys, " $5 " bytes" }' /proc/key-users 2>/dev/null; }
+quota_before=$(quota_charge)
 # A failing test must not end the script before the summary line (set -e, pipefail).
 set +e
 swift test --skip-build --disable-swift-testing 2>&1 | tee "$root/.build/test-output.txt"
@@ -58,6 +62,7 @@ if [ -z "$front_problem" ] && [ -x "$(swift build --show-bin-path)/kc-front" ]; 
     } >> "$summary"
     [ "$front_status" -eq 0 ] || status=1
 fi
+echo "key quota of uid $(id -u): ${quota_before:-none} before the tests, $(quota_charge) after" >> "$summary"
 cat "$summary"
 bash "$root/Tools/leftovers.sh" check "$root/.build/leftovers-before.txt" 2>&1 | tee -a "$summary" || status=1
 if [ "${1:-}" = "--long" ] && [ "$status" -eq 0 ]; then

@@ -238,11 +238,14 @@ final class DeadlineTests: MountingTestCase {
     /// Each timed save makes a new key with a record of its own: the old key's record
     /// must go with it, and the last one with the item, or an ordinary user's 200-key
     /// quota fills with records.
+    /// The serials of the records in `kc.expiry`, expired ones too.
+    private func records() throws -> [String] {
+        guard let ring = keyctlSearch("@u", "keyring", "kc.expiry") else { return [] }
+        return try keyctl("rlist", ring).output.split(whereSeparator: \.isWhitespace).map(String.init)
+    }
+
     func testTimedSavesAndRemovalLeaveNoDeadlineRecordsBehind() throws {
-        func records() throws -> Int {
-            guard let ring = keyctlSearch("@u", "keyring", "kc.expiry") else { return 0 }
-            return try keyctl("rlist", ring).output.split(whereSeparator: \.isWhitespace).count
-        }
+        func records() throws -> Int { try self.records().count }
         let before = try records()
         let keychain = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock, timeout: .seconds(3600))
         try keychain.set("v0", forKey: "k")
@@ -251,5 +254,27 @@ final class DeadlineTests: MountingTestCase {
         XCTAssertEqual(try records(), before + 1, "one record for the one timed item")
         XCTAssertTrue(try keychain.remove("k"))
         XCTAssertEqual(try records(), before, "its record went with it")
+    }
+
+    /// The records of items that expired are unlinked at the next timed write: else
+    /// each would stay charged to the user's key quota until the kernel's collector
+    /// takes it (`kernel.keys.gc_delay`, five minutes), and the collector's prune would
+    /// keep 4 bytes of its link charged for as long as `kc.expiry` lives.
+    func testRecordsOfExpiredItemsAreUnlinkedAtTheNextTimedWrite() throws {
+        func expired() throws -> [String] {
+            try records().filter { try keyctl("describe", $0).standardError.contains("expired") }
+        }
+        let shortLived = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock, timeout: .seconds(1))
+        for index in 0..<10 { try shortLived.set("gone soon", forKey: "k\(index)") }
+        sleep(4)  // the items expire after 1 s, their records 2 s later
+        let linked = try records()
+        XCTAssertGreaterThanOrEqual(try expired().count, 10, "ten expired records, still linked: \(linked)")
+
+        let later = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock, timeout: .seconds(3600))
+        try later.set("stays", forKey: "k")
+        XCTAssertEqual(try expired(), [], "the timed write unlinked every expired record")
+        XCTAssertEqual(later["k"], "stays")
+        _ = try? shortLived.removeAll()
+        _ = try? later.removeAll()
     }
 }

@@ -76,6 +76,7 @@ internal enum DeadlineRecords {
                 throw error.underlying ?? KeyctlError(.permissionDenied, call: "keyctl_search")
             }
         }
+        unlinkExpired(in: ring)
         var text = Array(String(deadline.secondsSinceEpoch).utf8)
         defer { text.overwriteWithZeros() }
         let thread = SpecialKeyring.thread.serial
@@ -94,6 +95,23 @@ internal enum DeadlineRecords {
         } catch {
             try? record.unlink(from: thread)
             throw error
+        }
+    }
+
+    /// Unlinks the records that have expired (with their items): a `keyctl_read` of the
+    /// table and a describe per record, at each timed write. An expired key keeps its
+    /// bytes charged to the user's key quota until the kernel's collector takes it, five
+    /// minutes later (`kernel.keys.gc_delay`), and the collector then prunes its link
+    /// without giving back the 4 bytes the link cost, for as long as the table lives
+    /// (it lives in the user keyring); an unlink gives back both at once.
+    private static func unlinkExpired(in table: KeySerial) {
+        guard let records = try? table.linkedKeys() else { return }
+        for record in records {
+            do throws(KeyctlError) {
+                _ = try record.describe()
+            } catch where error.errno == .keyExpired {
+                try? record.unlink(from: table)
+            } catch {}
         }
     }
 

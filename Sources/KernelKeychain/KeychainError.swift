@@ -49,6 +49,11 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The session keyring belongs to another uid (after `su`, `sudo` or `runuser`
     /// without a new session): what kc stored there would be that uid's to remove.
     case sessionOfAnotherUser(uid: UInt32)
+    /// A keyring the caller may not even look at holds the name kc gives the service's
+    /// keyring at `level` (another uid that shares the caller's session, after su or
+    /// runuser, can link one into the session keyring), so the kernel refuses kc's own
+    /// there. kc cannot tell whose it is, and does not remove what it cannot see.
+    case serviceKeyringNameTaken(service: String, level: Accessibility.Level)
     /// kc runs inside a user namespace (rootless podman's secret driver, `podman
     /// unshare`), where the level's keyring of the user outside (uid `outsideUID`)
     /// cannot be reached; kc does not fall back to the namespace's own keyring, which
@@ -147,7 +152,7 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .invalidName, .emptyValue, .valueTooLarge, .invalidTimeout, .decodingFailed, .serviceRequired, .unknownGroup, .unknownUser:
             .input
-        case .accessDenied, .quotaExceeded, .notEnoughQuota, .keyringsUnavailable, .kernel, .sessionOfAnotherUser, .unreachableFromUserNamespace, .unmappedUserNamespace, .noSuchService, .alreadyExists:
+        case .accessDenied, .quotaExceeded, .notEnoughQuota, .keyringsUnavailable, .kernel, .sessionOfAnotherUser, .serviceKeyringNameTaken, .unreachableFromUserNamespace, .unmappedUserNamespace, .noSuchService, .alreadyExists:
             .kernel
         case .notInGroup, .notShared, .sharedByMany, .sharedServiceGone, .sharedReadOnly, .ownerOnly, .memberWriteRefused, .sharedWithAnotherGroup:
             .sharing
@@ -237,6 +242,13 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
         case .sessionOfAnotherUser(let uid):
             let owner = Accounts.name(ofUser: uid) ?? String(uid)
             return "this session keyring belongs to \(owner) (you reached it through su, sudo or runuser), who could remove what you store in it; start a session of your own with 'keyctl session', or store at --access after-first-unlock"
+        case .serviceKeyringNameTaken(let service, let level):
+            let (keyring, spec) = switch level {
+            case .whenUnlocked: ("session", "@s")
+            case .afterFirstUnlock: ("user", "@u")
+            case .always: ("persistent", "$(keyctl get_persistent @s)")
+            }
+            return "a keyring you may not look at holds the name of service '\(service)' in your \(keyring) keyring (another user who shares this session through su or runuser can link one there), so kc cannot make the service's keyring there; find it with 'keyctl show \(spec)' and unlink it with 'keyctl unlink SERIAL \(spec)', or store at another --access level"
         case .unreachableFromUserNamespace(let level, let uid):
             if level == .always {
                 return "the always level cannot be reached from inside a user namespace (rootless podman, podman unshare): the kernel gives uid \(uid)'s persistent keyring only to processes outside it; store this item from outside, or at --access after-first-unlock"

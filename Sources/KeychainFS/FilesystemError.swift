@@ -51,7 +51,7 @@ extension Errno {
             underlying.errno
         case .unknownGroup, .unknownUser, .noSuchService, .notShared, .sharedServiceGone:
             .noSuchFileOrDirectory
-        case .notInGroup, .sharedReadOnly, .ownerOnly, .sessionOfAnotherUser:
+        case .notInGroup, .sharedReadOnly, .ownerOnly, .sessionOfAnotherUser, .serviceKeyringNameTaken:
             .permissionDenied
         case .memberWriteRefused(_, _, let limit):
             if case .hasDeadline = limit { .permissionDenied } else { .fileTooLarge }

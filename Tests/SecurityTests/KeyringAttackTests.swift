@@ -75,6 +75,33 @@ final class KeyringAttackTests: XCTestCase {
         }
     }
 
+    /// bob, inside root's session keyring, links a keyring named as root's service's
+    /// would be there and gives root no right over it, not even to look at it. The kernel
+    /// then refuses root's own keyring of that name in the session keyring; kc says so
+    /// and how to get out (not a bare `keyctl_move: File exists`), stores nothing, and the
+    /// service works again once root unlinks the stranger.
+    func testAKeyringTheOwnerMayNotSeeUnderTheServicesNameIsReportedAndCanBeUnlinked() throws {
+        let service = uniqueService()
+        let script = """
+            runuser -u \(LocalUser.bob.rawValue) -- sh -c 'k=$(keyctl newring kc:\(service) @s) && keyctl setperm "$k" 0x003f0000 && echo "$k"' > planted || exit 9
+            printf 's3cret' | '\(builtKC)' set --access when-unlocked \(service) token; echo "set=$?"
+            keyctl unlink "$(cat planted)" @s >/dev/null || exit 8
+            printf 's3cret' | '\(builtKC)' set --access when-unlocked \(service) token; echo "set-after-unlink=$?"
+            '\(builtKC)' get \(service) token; echo " get=$?"
+            '\(builtKC)' rm \(service) token
+            """
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("kc-attack-\(getpid())-planted").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        chmod(folder, 0o755)
+        let result = try runCommand("/usr/bin/env", ["keyctl", "session", "-", "/bin/sh", "-c", "cd '\(folder)' && " + script])
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertTrue(result.output.contains("set=2\n"), "\(result)")
+        XCTAssertEqual(result.standardError.split(separator: "\n").filter { !$0.hasPrefix("Joined session keyring") }.map { $0 + "\n" }.joined(),
+                       "kc: a keyring you may not look at holds the name of service '\(service)' in your session keyring (another user who shares this session through su or runuser can link one there), so kc cannot make the service's keyring there; find it with 'keyctl show @s' and unlink it with 'keyctl unlink SERIAL @s', or store at another --access level\n")
+        XCTAssertTrue(result.output.hasSuffix("set-after-unlink=0\ns3cret get=0\n"), "\(result)")
+    }
+
     func testAnotherUidInTheOwnersSessionCannotReadChangeOrRemoveAWhenUnlockedItem() throws {
         let (attack, _) = try attackFromInsideTheSession(access: "when-unlocked", linkAnchor: "")
         let sessions = attack.output.split(separator: "\n").filter { $0.contains("-session=") }.map { $0.split(separator: "=").last ?? "" }

@@ -158,9 +158,23 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// in this thread's private keyring and moved into the anchor with KEYCTL_MOVE_EXCL;
     /// if another process got there first the move fails with EEXIST and the winner is
     /// used (and if the winner is removed before it can be used, the dance starts over).
+    ///
+    /// A keyring of that name the caller may not look at (another uid's, linked into a
+    /// session keyring they share) makes every such move fail: that is
+    /// ``KeychainError/serviceKeyringNameTaken(service:level:)``, not a bare EEXIST.
     static func findOrCreate(service: KeyName, marker: ServiceMarker, anchor: Anchor) throws(KeychainError) -> ServiceKeyring {
-        let serial = try findOrCreateKeyring(described: marker.keyringDescription(for: service), in: anchor.serialForWriting())
-        return ServiceKeyring(serial: serial, anchor: anchor, marker: marker)
+        let parent = try anchor.serialForWriting()
+        do {
+            let serial = try findOrCreateKeyring(described: marker.keyringDescription(for: service), in: parent)
+            return ServiceKeyring(serial: serial, anchor: anchor, marker: marker)
+        } catch where error.underlying?.errno == .fileExists {
+            let level: Accessibility.Level = switch anchor {
+            case .session: .whenUnlocked
+            case .user: .afterFirstUnlock
+            case .persistent: .always
+            }
+            throw .serviceKeyringNameTaken(service: service.description, level: level)
+        }
     }
 
     /// The service's keyrings and, among them, its keyring at `accessibility`, created

@@ -40,8 +40,9 @@ extension OwnService {
     ///
     /// A writer that found a keyring just before may link its item after the check. So
     /// each keyring is held (moved into the thread keyring) and read again; if an item
-    /// arrived, it goes back (``restore(_:heldIn:under:)``). A writer whose item landed
-    /// after that read puts it back itself (``settle(_:in:)``).
+    /// arrived, it goes back (``restore(_:heldIn:under:)``). A writer holds the keyring
+    /// too while its item goes in, so a keyring read empty here but written after that
+    /// read lives on in the writer's hold, and the writer puts it back (``settle(_:)``).
     func removeIfEmpty() throws(KeychainError) -> Bool {
         let rings = try ServiceKeyring.rings(of: name, startingWith: home)
         guard !rings.isEmpty else { return false }

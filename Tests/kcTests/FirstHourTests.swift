@@ -165,10 +165,17 @@ final class FirstHourTests: KeyringTestCase {
         // an item, reads it back at once, and removes it, leaving the service empty.
         Thread {
             defer { removerDone.signal() }
-            for _ in 0..<2000 where (try? keychain.removeServiceIfEmpty()) == true { race.removals += 1 }
+            // Until the writer is done: a fixed count of tries could all pass before the
+            // writer thread first runs, on a loaded machine.
+            while !race.writerFinished {
+                if (try? keychain.removeServiceIfEmpty()) == true { race.removals += 1 }
+            }
         }.start()
         Thread {
-            defer { writerDone.signal() }
+            defer {
+                race.writerFinished = true
+                writerDone.signal()
+            }
             for index in 0..<race.rounds {
                 let name = "w\(index)"
                 do {
@@ -349,6 +356,13 @@ private final class RaceRecord: @unchecked Sendable {
     var failures: [String] = []
     var writes = 0
     var removals = 0
+    private let lock = NSLock()
+    private var finished = false
+    /// Set by the writer when its rounds are done; the remover stops then.
+    var writerFinished: Bool {
+        get { lock.withLock { finished } }
+        set { lock.withLock { finished = newValue } }
+    }
     /// Fewer for an ordinary user, whose quota the churned keyrings fill until collected.
     let rounds = getuid() == 0 ? 500 : 200
 }

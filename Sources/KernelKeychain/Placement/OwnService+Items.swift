@@ -53,24 +53,35 @@ extension OwnService {
     /// never goes: some item always survives, and exactly one is left when they are done.
     ///
     /// A new key goes into a service keyring that a removal of the empty service (`kc rm`
-    /// of its last item, ``removeIfEmpty()``) may be detaching at that moment: then the
-    /// keyring is put back, or, if it is gone with the key, the store is made again in a
-    /// new one. No such removal ever takes an item stored meanwhile.
+    /// of its last item, ``removeIfEmpty()``) may be detaching at that moment. The writer
+    /// holds the keyring while its key goes in, so it cannot be destroyed with the key,
+    /// and puts it back if it was detached: no such removal ever takes an item stored
+    /// meanwhile, and a store that reports success has its key where readers find it.
     func store(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
         if accessGroup == nil, try updateAtHome(bytes, forKey: key, until: deadline) { return }
-        for attempt in 1...8 where try storeNew(bytes, forKey: key, until: deadline, lastAttempt: attempt == 8) { return }
+        for _ in 1...8 where try storeNew(bytes, forKey: key, until: deadline) { return }
+        // Each time the service's keyring was gone before the key could go in (a removal
+        // of the whole service, eight times over): nothing was stored.
         throw KeychainError(KeyctlError(.noKey, call: "add_key"))
     }
 
-    /// ``store(_:forKey:until:)`` once: false if the home keyring went away under it
-    /// with the new key, so that the store must be made again.
-    private func storeNew(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?,
-                          lastAttempt: Bool) throws(KeychainError) -> Bool {
+    /// ``store(_:forKey:until:)`` once: false if the home keyring was gone before the
+    /// new key went in (nothing was stored), so that the store must be made again.
+    ///
+    /// The home keyring is held (linked into the thread keyring) from before the key is
+    /// added until it is settled. A removal of the empty service that detached it
+    /// meanwhile, having read it empty before the key came, drops only its own link: the
+    /// keyring lives on with the key, the key is possessed through it (so its
+    /// permissions can be set), and ``putBack(_:heldIn:)`` puts it back.
+    private func storeNew(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) -> Bool {
         let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home)
         let sharing = try sharingForWrite(rings: rings.map(\.serial))
         let previous = try gather(key, into: homeRing, from: rings)
         let previousRecord = previous.flatMap { DeadlineRecords.record(of: $0) }
+        let holder = SpecialKeyring.thread.serial
         do throws(KeyctlError) {
+            do { try homeRing.serial.link(into: holder) } catch where error.meansKeyIsGone { return false }
+            defer { try? homeRing.serial.unlink(from: holder) }  // no-op once moved back
             let item: KeySerial
             let made = deadline != nil || previousRecord != nil
             if made {
@@ -80,7 +91,7 @@ extension OwnService {
                 // ``updateAtHome(_:forKey:until:)``).
                 let like = KeyDescription.ownItem(named: key, sharedAs: sharing)
                 let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline, table: previousRecord?.table)
-                guard try fresh.place(in: homeRing.serial) else { return lastAttempt }
+                guard try fresh.place(in: homeRing.serial) else { return false }
                 if let previousRecord { DeadlineRecords.drop(previousRecord) }  // its key is displaced
                 item = fresh
             } else {
@@ -101,50 +112,55 @@ extension OwnService {
                 if now != sharing { try Sharing.apply(now, to: item, as: .item) }
             } catch {
                 // Another process removed the item, or its whole service, between add_key
-                // and here: this set happened, then that removal did (found by the soak
-                // test). A removed key is gone (ENOKEY), or still alive but no longer
-                // possessed (EACCES). The link lists tell which (the owner may read them
-                // without possession): if the key is still linked in its keyring and the
-                // keyring in its anchor, the failure is this write's own.
-                // Or the keyring is being removed as empty (``removeIfEmpty()``), which
-                // detached it for a moment: then the key was not this process's (no
-                // possession) and its mask could not be set. The write is made again.
-                if !Self.isInAnchor(homeRing) { return lastAttempt }
-                if error.meansKeyIsGone || !Self.isStillLinked(item, in: homeRing) { return true }
-                if error.errno == .permissionDenied && !lastAttempt { return false }
-                throw error
+                // and here (found by the soak test): this set happened, then that removal
+                // did. A removed key is gone (ENOKEY), or alive but no longer possessed
+                // (EACCES) once unlinked from the held keyring. The keyring's link list
+                // tells which: if the key is still in it, the failure is this write's own.
+                let stillThere = (try? homeRing.serial.linkedKeys())?.contains(item) ?? false
+                if !error.meansKeyIsGone && stillThere { throw error }
             }
-            guard try settle(item, in: homeRing) else { return lastAttempt }
+            try putBack(homeRing, heldIn: holder)
         } catch {
-            // The service keyring was removed after it was found (kc rm of the whole
-            // service, rmdir, or of its last item): the store is made again, after it.
-            // (After eight such races in a row, a removal of the whole service is
-            // hammering it: this write counts as made before that removal, as every
-            // ring-gone case below does on the last attempt.)
-            if error.meansKeyIsGone { return lastAttempt }
-            if error.errno == .permissionDenied, !Self.isInAnchor(homeRing) { return lastAttempt }
+            // The service keyring was gone before the key went in: made again, after it.
+            if error.meansKeyIsGone { return false }
             throw KeychainError(error)
         }
         try Placement.keepOneCopy(of: key, in: rings)
         return true
     }
 
-    /// After a new key was linked into `ring`: if the ring is no longer in its anchor,
-    /// a removal detached it. With the key still in it, that was a removal of the empty
-    /// service, which checked before the key came: the ring is put back (see
-    /// ``restore(_:heldIn:under:)``). Without it, the whole service was removed after
-    /// the key came, which is this write's fate. False when the ring is gone, the key
-    /// with it: the write must be made again.
-    func settle(_ item: KeySerial, in ring: ServiceKeyring) throws(KeyctlError) -> Bool {
-        let anchor: KeySerial
-        do { anchor = try ring.anchor.serial() } catch { return true }
-        guard try !anchor.linkedKeys().contains(ring.serial) else { return true }
+    /// After a key was linked into `ring`: if the ring is no longer in its anchor, a
+    /// removal detached it (of the empty service, which checked before the key came, or
+    /// of the whole service, which cleared it before). With any key in it, the ring is
+    /// put back (see ``putBack(_:heldIn:)``): the write came after that removal. False
+    /// when the ring is gone, the key with it: the write must be made again.
+    func settle(_ ring: ServiceKeyring) throws(KeyctlError) -> Bool {
+        guard try isDetached(ring) else { return true }
         let holder = SpecialKeyring.thread.serial
         do { try ring.serial.link(into: holder) } catch where error.meansKeyIsGone { return false }
         defer { try? ring.serial.unlink(from: holder) }  // no-op once moved back
-        guard try ring.serial.linkedKeys().contains(item) else { return true }
-        do { try restore(ring, heldIn: holder, under: anchor) } catch { throw error.underlying ?? KeyctlError(.fileExists, call: "keyctl_move") }
+        try putBack(ring, heldIn: holder)
         return true
+    }
+
+    /// ``settle(_:)`` for a ring the caller holds in `holder`, which cannot be gone: a
+    /// detached ring that holds a key goes back (``restore(_:heldIn:under:)``); an empty
+    /// one is left to go when its holders let it.
+    private func putBack(_ ring: ServiceKeyring, heldIn holder: KeySerial) throws(KeyctlError) {
+        guard try isDetached(ring), try !ring.serial.linkedKeys().isEmpty else { return }
+        do {
+            try restore(ring, heldIn: holder, under: ring.anchor.serial())
+        } catch {
+            throw error.underlying ?? KeyctlError(.fileExists, call: "keyctl_move")
+        }
+    }
+
+    /// Whether the ring is missing from its anchor (a removal detached it). False when the
+    /// anchor is gone: there is nowhere to put it back.
+    private func isDetached(_ ring: ServiceKeyring) throws(KeyctlError) -> Bool {
+        let anchor: KeySerial
+        do { anchor = try ring.anchor.serial() } catch { return false }
+        return try !anchor.linkedKeys().contains(ring.serial)
     }
 
     /// The common write, an existing item at its home level set again: without a
@@ -166,9 +182,25 @@ extension OwnService {
         // store always is.
         let record = DeadlineRecords.record(of: existing)
         if deadline != nil || record != nil {
+            // The keyring is held meanwhile, as a new item's is (see ``storeNew``): a
+            // `kc rm` of this item and the removal of the service it left empty may both
+            // run between the search and the move.
+            let holder = SpecialKeyring.thread.serial
+            do throws(KeyctlError) { try ring.link(into: holder) } catch {
+                if error.meansKeyIsGone { return false }
+                throw KeychainError(error)
+            }
+            defer { try? ring.unlink(from: holder) }  // no-op once moved back
             let located = LocatedItem(ring: ring, item: existing, accessibility: home, ringInfo: ringInfo)
-            return try Placement.replace(bytes, of: located, named: key, deadline: deadline, displacing: true,
-                                         record: record, like: located.likeOwnItem(named: key))
+            guard try Placement.replace(bytes, of: located, named: key, deadline: deadline, displacing: true,
+                                        record: record, like: located.likeOwnItem(named: key))
+            else { return false }
+            do throws(KeyctlError) {
+                try putBack(ServiceKeyring(serial: ring, anchor: home.anchor, marker: home.marker), heldIn: holder)
+            } catch {
+                throw KeychainError(error)
+            }
+            return true
         }
         let updated: KeySerial
         do {
@@ -178,21 +210,6 @@ extension OwnService {
             throw KeychainError(error)
         }
         return updated == existing
-    }
-
-    /// Whether `item` is linked in `ring` and `ring` in its anchor. False also when a
-    /// list cannot be read (a keyring that is gone).
-    private static func isInAnchor(_ ring: ServiceKeyring) -> Bool {
-        guard let anchor = try? ring.anchor.serial(), let rings = try? anchor.linkedKeys() else { return false }
-        return rings.contains(ring.serial)
-    }
-
-    private static func isStillLinked(_ item: KeySerial, in ring: ServiceKeyring) -> Bool {
-        guard let anchor = try? ring.anchor.serial(),
-              let rings = try? anchor.linkedKeys(), rings.contains(ring.serial),
-              let items = try? ring.serial.linkedKeys()
-        else { return false }
-        return items.contains(item)
     }
 
     /// Before a write: the item's copy with the lowest serial is moved into `home` (the
@@ -334,7 +351,7 @@ extension OwnService {
     ///
     /// The key is held in the thread keyring meanwhile: if the target's keyring is
     /// being removed as empty (``removeIfEmpty()``) and goes with it, the key is linked
-    /// into a new one (see ``settle(_:in:)``).
+    /// into a new one (see ``settle(_:)``).
     func move(_ located: LocatedItem, at level: Accessibility, named key: KeyName, to target: OwnService) throws(KeychainError) -> Bool {
         let holder = SpecialKeyring.thread.serial
         let held = (try? located.item.link(into: holder)) != nil
@@ -343,7 +360,7 @@ extension OwnService {
         do throws(KeyctlError) {
             try located.item.move(from: located.ring, to: destination.serial, exclusive: true)
             for _ in 0..<8 {
-                if try settle(located.item, in: destination) { return true }
+                if try settle(destination) { return true }
                 guard held else { break }
                 do throws(KeychainError) {
                     destination = try ServiceKeyring.findOrCreate(service: target.name, marker: level.marker, anchor: level.anchor)

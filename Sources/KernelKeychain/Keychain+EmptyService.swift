@@ -77,9 +77,14 @@ extension OwnService {
                 return
             } catch where error.errno == .fileExists {
                 guard let newer = try ServiceKeyring.find(service: name, marker: ring.marker, under: anchor) else { continue }
+                if newer == ring.serial { return }  // another holder put it back
                 do throws(KeyctlError) {
                     for key in try ring.serial.linkedKeys() {
-                        do { try key.move(from: ring.serial, to: newer, exclusive: true) } catch where error.errno == .fileExists {}
+                        // A key another process moved or removed since the listing is
+                        // theirs to place (ENOENT, or gone).
+                        do { try key.move(from: ring.serial, to: newer, exclusive: true) } catch {
+                            if error.errno != .fileExists && error.errno != .noSuchFileOrDirectory && !error.meansKeyIsGone { throw error }
+                        }
                     }
                 } catch {
                     throw KeychainError(error)

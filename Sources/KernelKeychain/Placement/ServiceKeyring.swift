@@ -168,12 +168,7 @@ internal struct ServiceKeyring: Hashable, Sendable {
             let serial = try findOrCreateKeyring(described: marker.keyringDescription(for: service), in: parent)
             return ServiceKeyring(serial: serial, anchor: anchor, marker: marker)
         } catch where error.underlying?.errno == .fileExists {
-            let level: Accessibility.Level = switch anchor {
-            case .session: .whenUnlocked
-            case .user: .afterFirstUnlock
-            case .persistent: .always
-            }
-            throw .serviceKeyringNameTaken(service: service.description, level: level)
+            throw .serviceKeyringNameTaken(service: service.description, level: Accessibility(anchor: anchor, marker: marker).level)
         }
     }
 

@@ -333,8 +333,13 @@ extension OwnService {
         return true
     }
 
-    /// Clears and unlinks every keyring of the service.
+    /// Clears and unlinks every keyring of the service, in the service's removal turn
+    /// (``ServiceRemovalTurn``).
     func removeAll() throws(KeychainError) {
+        try ServiceRemovalTurn.taking(for: name) { () throws(KeychainError) in try removeAllInTurn() }
+    }
+
+    private func removeAllInTurn() throws(KeychainError) {
         for ring in try ServiceKeyring.rings(of: name, startingWith: home) {
             DeadlineRecords.forget((try? ring.serial.linkedKeys()) ?? [])
             do throws(KeyctlError) {
@@ -379,8 +384,13 @@ extension OwnService {
 
     /// Renames the whole service: each of its keyrings gets a new one at the same level
     /// under the new name and every key moves over (`keyctl_move`), so every item keeps
-    /// its serial, level, device-only flag and deadline.
+    /// its serial, level, device-only flag and deadline. It takes the old name's
+    /// keyrings out of their anchors in that name's removal turn (``ServiceRemovalTurn``).
     func rename(to newService: KeyName) throws(KeychainError) {
+        try ServiceRemovalTurn.taking(for: name) { () throws(KeychainError) in try renameInTurn(to: newService) }
+    }
+
+    private func renameInTurn(to newService: KeyName) throws(KeychainError) {
         let rings = try ServiceKeyring.rings(of: name, startingWith: home)
         guard !rings.isEmpty else { throw .noSuchService(name.description) }
         for ring in rings {

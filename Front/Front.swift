@@ -30,7 +30,7 @@ func main(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar
         } else if let request = PlainSet(argc: argc, argv: argv) {
             request.serveIfUpdatingInPlace()
         } else if let request = PlainRemove(argc: argc, argv: argv) {
-            request.serveIfOneCopy(argv: argv, environment: environment)
+            request.serveIfOneCopy()
         }
     }
     FullKC.run(argv: argv, environment: environment)
@@ -260,17 +260,6 @@ enum CoreDumps {
 /// this file itself, whatever name or link (git-credential-kc, a PATH entry, a relative
 /// path) started it, so the two that were installed together run together.
 enum FullKC {
-    /// Has the full kc remove `service` if every keyring of it is empty, silently, with
-    /// exit status 0 (its hidden `---remove-service-if-empty`: `kc rm`'s last step, for a
-    /// removal the front made). If the full kc cannot run, the empty service stays and
-    /// the command still exits 0: the item is removed, and the full kc too ignores a
-    /// failure of that step.
-    static func removeServiceIfEmpty(_ service: UnsafePointer<CChar>, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
-                                     environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Never {
-        var words: [UnsafeMutablePointer<CChar>?] = [argv[0], strdup("---remove-service-if-empty"), strdup(service), nil]
-        words.withUnsafeMutableBufferPointer { run(argv: $0.baseAddress!, environment: environment, reportingFailure: false) }
-    }
-
     /// Executes `kc-full` beside this file. If it cannot, says so (unless told not to)
     /// and exits as a shell does for a command it cannot run: 127 where there is no
     /// such file, 126 for any other failure (pam_kc logs both); or exits 0 without a word.

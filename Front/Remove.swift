@@ -7,13 +7,10 @@ import CFront
 /// `Keychain.remove` → `OwnService.remove`) finds, with no vault to journal the removal
 /// in, the service's keyrings linked directly in each anchor (the probe of every level a
 /// miss makes), searches each for the `user` key ITEM, unlinks each copy found, drops the
-/// copies' deadline records, prints nothing, and then removes the service if that left
-/// every keyring of it empty (`removeServiceIfEmpty`). The front does the same where
-/// there is exactly one copy. Where a keyring is left with keys, that is the end; where
-/// none is, the emptiness is the full kc's to settle: the front executes it with its
-/// hidden `---remove-service-if-empty SERVICE`, which runs that same code and exits 0
-/// silently, as `kc rm` would have. Anything else (a vault, no copy, two copies, a
-/// keyring to repair, an unlink refused) is handed over before the kernel was changed.
+/// copies' deadline records, and prints nothing; the service stays, even emptied (no
+/// door removes a service with its last item). The front does the same where there is
+/// exactly one copy. Anything else (a vault, no copy, two copies, a keyring to repair,
+/// an unlink refused) is handed over before the kernel was changed.
 struct PlainRemove {
     let service: UnsafePointer<CChar>
     let item: UnsafePointer<CChar>
@@ -24,10 +21,8 @@ struct PlainRemove {
         item = line.names[1]
     }
 
-    /// Removes the item and exits 0 (or has the full kc remove the service it emptied);
-    /// otherwise returns, having changed nothing.
-    func serveIfOneCopy(argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
-                        environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
+    /// Removes the item and exits 0; otherwise returns, having changed nothing.
+    func serveIfOneCopy() {
         guard hasNoVaultOutsideNamespaces(checkingStash: false), Vault.stashIsAbsent else { return }
         var copies: [(ring: key_serial_t, item: key_serial_t)] = []
         let certain = ServiceKeyrings.probe(service) { ring, linkedDirectly in
@@ -41,19 +36,7 @@ struct PlainRemove {
         }
         guard certain, copies.count == 1, keyctl_unlink(copies[0].item, copies[0].ring) == 0 else { return }
         DeadlineRecords.forget(copies[0].item)
-        if Self.anyKeyLeft(in: service) { exit(0) }
-        FullKC.removeServiceIfEmpty(service, argv: argv, environment: environment)
-    }
-
-    /// Whether some keyring of the service, linked directly in its anchor, still holds a
-    /// key (`OwnService.removeIfEmpty`'s first look). False also when that cannot be told.
-    private static func anyKeyLeft(in service: UnsafePointer<CChar>) -> Bool {
-        var found = false
-        _ = ServiceKeyrings.probe(service) { ring, linkedDirectly in
-            if linkedDirectly, let keys = ServiceKeyrings.linkedKeys(of: ring), !keys.isEmpty { found = true }
-            return !found
-        }
-        return found
+        exit(0)
     }
 }
 

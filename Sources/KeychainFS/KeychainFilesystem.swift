@@ -224,8 +224,10 @@ public final class KeychainFilesystem: Sendable {
         guard case .service(let service) = node else { throw FilesystemError(.notPermitted) }
         let existing = try keychain(service)
         guard try existing.serviceExists() else { throw FilesystemError(.noSuchFileOrDirectory) }
-        guard try existing.allKeyNames().isEmpty else { throw FilesystemError(.directoryNotEmpty) }
-        try existing.removeAll()
+        // What the service holds is the kernel's items and the vault's, locked or not:
+        // a folder that lists empty while a locked vault keeps its items is not empty,
+        // and an item stored while it is being removed keeps it (ENOTEMPTY either way).
+        guard try existing.removeServiceIfEmpty() else { throw FilesystemError(.directoryNotEmpty) }
     }
 
     /// `mv`. An item moves within or across services: onto an existing item it gives

@@ -39,6 +39,26 @@ public struct KeyPermissions: OptionSet, Hashable, Sendable, CustomStringConvert
         subtracting([.group(.write), .other(.write)])
     }
 
+    /// These permissions with no write right for anyone: a keyring so marked takes no new
+    /// key (`add_key` and `keyctl_link`/`keyctl_move` into it fail with EACCES) while it
+    /// can still be read, searched and unlinked from its parent. kc bars a service
+    /// keyring this way while it decides whether it is empty.
+    public var removalBarrier: KeyPermissions {
+        subtracting([.possessor(.write), .user(.write), .group(.write), .other(.write)])
+    }
+
+    /// Whether these are a removal's bar: the owner may read and change the attributes
+    /// but not write, which no keyring kc makes has otherwise.
+    public var isRemovalBarrier: Bool {
+        userRights.isSuperset(of: [.read, .setattr]) && !userRights.contains(.write)
+    }
+
+    /// A bar lifted: the owner's write right back (a group that may write its share
+    /// gets it back from its next share or store; until then it reads).
+    public var liftingRemovalBarrier: KeyPermissions {
+        union(.user(.write))
+    }
+
     /// The mask as `keyctl describe` prints it: eight hex digits.
     public var description: String {
         let hex = String(rawValue, radix: 16)

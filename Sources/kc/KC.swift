@@ -36,14 +36,6 @@ struct KC: ParsableCommand {
             if strcmp(name, "git-credential-kc") == 0 { GitCredentialCommand.main() }
             if strcmp(name, "docker-credential-kc") == 0 { DockerCredentialCommand.main() }
         }
-        // kc's front (Front/Remove.swift) removed an item and found the service's keyrings
-        // empty: `kc rm`'s last step, silent, as there (not a command: no help, no parser).
-        if CommandLine.argc == 3, let word = CommandLine.unsafeArgv[1], strcmp(word, "---remove-service-if-empty") == 0,
-           let name = CommandLine.unsafeArgv[2] {
-            do { try validateName(KeyName(cString: name), as: .service) } catch { exit(after: error) }
-            _ = try? Keychain(service: KeyName(cString: name)).removeServiceIfEmpty()
-            Glibc.exit(0)
-        }
         // The commands scripts call in a loop, in their plain spellings, skip the
         // parser (see ``FastPath``); it returns for anything else.
         FastPath.runIfPlain()

@@ -68,7 +68,7 @@ extension KC {
 }
 
 /// What `kc rm SERVICE ITEM` does once its arguments are read, by the parser or by
-/// ``FastPath``. The service goes with its last item.
+/// ``FastPath``. The service stays, even emptied.
 func removeItem(service: KeyName, key: KeyName, group: String?, owner: String?) throws {
     let keychain = try openKeychain(service, group: group, owner: owner)
     let removed = try keychain.remove(key)
@@ -84,9 +84,8 @@ func removeItem(service: KeyName, key: KeyName, group: String?, owner: String?) 
         standardError("kc: no item '\(shownKey)' in service '\(shown)'; list the items with 'kc ls \(sharedOptionsHint(group: group, owner: owner))\(shown)'")
         throw ExitStatus.notFound
     }
-    // The item is gone whatever happens here: an empty service left behind is only
-    // a name in 'kc ls'.
-    if owner == nil { _ = try? keychain.removeServiceIfEmpty() }
+    // The service stays, emptied: removing an item never removes its service, at any
+    // door (the README's design notes). 'kc rm SERVICE' removes it.
 }
 
 /// `kc rm SERVICE`: the service and every item of it, once confirmed. Only the

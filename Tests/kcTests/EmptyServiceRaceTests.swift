@@ -5,7 +5,7 @@ import Keyrings
 import XCTest
 
 /// Many writers storing new items into one service while several threads keep removing
-/// it whenever it is empty (what `kc rm` of a last item does): no store that reported
+/// it whenever it is empty (what `rmdir` of the service in the mount does): no store that reported
 /// success loses its item. A hostile review found two losses that one writer and one
 /// remover (FirstHourTests) never meet: a restore that moved items into a newer keyring
 /// nobody held, and a removal that detached a keyring it had listed but another removal

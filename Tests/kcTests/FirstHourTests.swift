@@ -125,25 +125,29 @@ final class FirstHourTests: KeyringTestCase {
 
     // MARK: The last item
 
-    func testRemovingTheLastItemRemovesTheEmptyServiceButOneMadeOnPurposeStays() throws {
+    /// One rule at every door: removing an item never removes its service. The emptied
+    /// service stays listed, as an emptied folder and an emptied `keyctl` keyring do,
+    /// until it is removed on purpose (`kc rm SERVICE`, `rmdir`).
+    func testRemovingTheLastItemLeavesTheEmptyServiceUntilItIsRemovedOnPurpose() throws {
         let service = uniqueService()
         try kc("set", service, "a", input: Array("1".utf8))
         try kc("set", "--access", "after-first-unlock", service, "b", input: Array("2".utf8))
         XCTAssertEqual(try kc("rm", service, "a").status, 0)
-        XCTAssertTrue(try listedServices().contains(service), "one item is left")
         XCTAssertEqual(try kc("rm", service, "b").status, 0)
-        XCTAssertFalse(try listedServices().contains(service), "kc ls lists no service that was only left behind")
+        XCTAssertTrue(try listedServices().contains(service), "the emptied service is still listed")
+        let listed = try kc("ls", service)
+        XCTAssertEqual(listed.status, 0, "\(listed)")
+        XCTAssertEqual(listed.output, "", "it holds nothing")
+        // The library's removal leaves it the same way.
+        try Keychain(service: service).set("3", forKey: "c")
+        XCTAssertTrue(try Keychain(service: service).remove("c"))
+        XCTAssertTrue(try Keychain(service: service).serviceExists())
+        // Removed on purpose, it goes.
+        XCTAssertEqual(try kc("rm", "--yes", service).status, 0)
+        XCTAssertFalse(try listedServices().contains(service))
         XCTAssertEqual(try kc("ls", service).status, 1)
 
-        // An empty service made on purpose (mkdir in the mount, createService) stays.
-        let made = uniqueService()
-        try Keychain(service: made).createService()
-        XCTAssertTrue(try listedServices().contains(made))
-        XCTAssertEqual(try kc("rm", made, "nothing").status, 1)
-        XCTAssertTrue(try listedServices().contains(made), "a failed rm removes nothing")
-
-        // Review finding: a shared service stays, so that a rotation (rm, then set)
-        // keeps its sharing.
+        // A shared service's sharing survives a rotation (rm, then set).
         let shared = uniqueService()
         guard let group = getgrgid(getgid()).map({ String(cString: $0.pointee.gr_name) }) else { return }
         try kc("set", "--access", "after-first-unlock", shared, "token", input: Array("1".utf8))
@@ -154,8 +158,28 @@ final class FirstHourTests: KeyringTestCase {
         XCTAssertTrue(try kc("share", shared).output.contains("shared with group \(group)"), "the rotation kept the sharing")
     }
 
+    /// A remover of the empty service killed while it has barred the service's keyring
+    /// (``Keychain/removeServiceIfEmpty()`` takes the keyring's write right away while it
+    /// reads it) loses nothing: the keyring stays in place with its items, and the next
+    /// writer waits the bar out, lifts it, and stores.
+    func testAWriterLiftsTheBarOfARemoverThatWasKilledAndLosesNothing() throws {
+        let service = uniqueService()
+        try kc("set", service, "kept", input: Array("before".utf8))
+        let ring = try XCTUnwrap(try SpecialKeyring.session.serial.search(type: "keyring", description: KeyName("kc:") + KeyName(service)))
+        let permissions = try ring.describe().permissions
+        // What the killed remover left: the bar, and nothing else changed.
+        try ring.setPermissions(permissions.removalBarrier)
+        let stored = try kc("set", service, "new", input: Array("after".utf8))
+        XCTAssertEqual(stored.status, 0, "\(stored)")
+        XCTAssertEqual(try kc("get", service, "kept").output, "before", "the item in the barred keyring is kept")
+        XCTAssertEqual(try kc("get", service, "new").output, "after")
+        XCTAssertFalse(try ring.describe().permissions.isRemovalBarrier, "the writer lifted the bar")
+        _ = try kc("rm", "--yes", service)
+    }
+
     /// The empty service's keyring goes only if no item reached it meanwhile: a writer
-    /// storing into the service while another removes its last item never loses one.
+    /// storing into the service while another removes it whenever it is empty (`rmdir`
+    /// in the mount) never loses one.
     func testRemovingTheEmptyServiceNeverLosesAnItemAWriterStoresMeanwhile() throws {
         let service = uniqueService()
         let keychain = try Keychain(service: service)

@@ -57,12 +57,30 @@ extension OwnService {
     /// holds the keyring while its key goes in, so it cannot be destroyed with the key,
     /// and puts it back if it was detached: no such removal ever takes an item stored
     /// meanwhile, and a store that reports success has its key where readers find it.
+    ///
+    /// A removal of the empty service bars its keyrings while it reads them (see
+    /// ``removeIfEmpty()``): a write refused by such a bar waits it out and is made again.
     func store(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
-        if accessGroup == nil, try updateAtHome(bytes, forKey: key, until: deadline) { return }
-        for _ in 1...8 where try storeNew(bytes, forKey: key, until: deadline) { return }
-        // Each time the service's keyring was gone before the key could go in (a removal
-        // of the whole service, eight times over): nothing was stored.
-        throw KeychainError(KeyctlError(.noKey, call: "add_key"))
+        var attempt = 0, unbarredRefusals = 0
+        while true {
+            do throws(KeychainError) {
+                if accessGroup == nil, try updateAtHome(bytes, forKey: key, until: deadline) { return }
+                for _ in 1...8 where try storeNew(bytes, forKey: key, until: deadline) { return }
+                // Each time the service's keyring was gone before the key could go in (a
+                // removal of the whole service, eight times over): nothing was stored.
+                throw KeychainError(KeyctlError(.noKey, call: "add_key"))
+            } catch where error.underlying?.errno == .permissionDenied && attempt <= Self.barrierPatience {
+                // No bar left to see: the removal lifted it or took the keyring out after
+                // this write was refused (a removal running in a loop can do that each
+                // time). A refusal that keeps coming without a bar in sight is real.
+                if !waitOutRemoval(attempt: attempt) {
+                    unbarredRefusals += 1
+                    if unbarredRefusals > Self.barrierPatience / 4 { throw error }
+                    usleep(1_000)
+                }
+                attempt += 1
+            }
+        }
     }
 
     /// ``store(_:forKey:until:)`` once: false if the home keyring was gone before the
@@ -74,7 +92,9 @@ extension OwnService {
     /// keyring lives on with the key, the key is possessed through it (so its
     /// permissions can be set), and ``putBack(_:heldIn:)`` puts it back.
     private func storeNew(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) -> Bool {
-        let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home)
+        let probed = try ServiceKeyring.rings(of: name, startingWith: home)
+        if probed.isEmpty, accessGroup == nil, try storeInNewService(bytes, forKey: key, until: deadline) { return true }
+        let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home, probed: probed.isEmpty ? nil : probed)
         let sharing = try sharingForWrite(rings: rings.map(\.serial))
         let previous = try gather(key, into: homeRing, from: rings)
         let previousRecord = previous.flatMap { DeadlineRecords.record(of: $0) }
@@ -127,6 +147,38 @@ extension OwnService {
         }
         try Placement.keepOneCopy(of: key, in: rings)
         return true
+    }
+
+    /// The first item of a service that has no keyring anywhere: the keyring is made
+    /// with the item already in it (in the thread keyring) and only then moved into its
+    /// anchor, exclusively. So a service keyring never shows in an anchor empty for a
+    /// moment for a removal of the empty service to take (``removeIfEmpty()``), and two
+    /// first writers never displace each other's keyring. False if another writer's
+    /// keyring got there first (nothing is left behind): the ordinary store follows.
+    private func storeInNewService(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) -> Bool {
+        let anchor = try home.anchor.serialForWriting()
+        let thread = SpecialKeyring.thread.serial
+        do throws(KeyctlError) {
+            let ring = try KeySerial.add(type: "keyring", description: ringDescription(home.marker), payload: nil, into: thread)
+            defer { try? ring.unlink(from: thread) }  // no-op once moved
+            try ring.setPermissions(.ownerOnly)
+            if deadline != nil {
+                let like = KeyDescription.ownItem(named: key, sharedAs: nil)
+                let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline)
+                guard try fresh.place(in: ring) else { return false }
+            } else {
+                let item = try KeySerial.add(type: "user", description: key, payload: bytes, into: ring)
+                try item.setPermissions(.ownerOnly)
+            }
+            do {
+                try ring.move(from: thread, to: anchor, exclusive: true)
+                return true
+            } catch where error.errno == .fileExists {
+                return false  // another first writer won: its keyring takes this item
+            }
+        } catch {
+            throw KeychainError(error)
+        }
     }
 
     /// After a key was linked into `ring`: if the ring is no longer in its anchor, a

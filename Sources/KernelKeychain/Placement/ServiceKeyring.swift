@@ -184,10 +184,11 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// Either way the home anchor is made ready for writing first (see
     /// ``Anchor/serialForWriting()``): a new key grants its owner only "view" until kc
     /// sets its mask, and setting it needs the possession that gives.
-    static func rings(of service: KeyName, home accessibility: Accessibility) throws(KeychainError)
+    static func rings(of service: KeyName, home accessibility: Accessibility, probed known: [ServiceKeyring]? = nil) throws(KeychainError)
         -> (home: ServiceKeyring, all: [ServiceKeyring]) {
         _ = try accessibility.anchor.serialForWriting()
-        let probed = try rings(of: service, startingWith: accessibility)
+        let probed: [ServiceKeyring]
+        if let known { probed = known } else { probed = try rings(of: service, startingWith: accessibility) }
         if let home = probed.first(where: { $0.accessibility == accessibility }) { return (home, probed) }
         let home = try findOrCreate(service: service, marker: accessibility.marker, anchor: accessibility.anchor)
         var all = try rings(of: service, startingWith: accessibility)

@@ -101,6 +101,7 @@ extension KC {
                 var line = "kc: unlocked; loaded " + parts.joined(separator: ", ")
                 if report.alreadyLoaded > 0 { line += "; \(report.alreadyLoaded) already loaded" }
                 if report.updatedFromKernel > 0 { line += "; \(report.updatedFromKernel) saved again from the kernel's newer value" }
+                if report.updatedFromVault > 0 { line += "; \(report.updatedFromVault) brought up to date from the vault (another login changed them)" }
                 if report.expiredRemoved > 0 { line += "; \(report.expiredRemoved) expired and removed" }
                 if report.waiting > 0 { line += "; \(report.waiting) wait for their level" }
                 standardError(line)
@@ -169,6 +170,7 @@ private struct UnlockJSON: Encodable {
     var loaded: [String: Int]
     var alreadyLoaded: Int
     var updatedFromKernel: Int
+    var updatedFromVault: Int
     var expiredRemoved: Int
     var waiting: Int
     var unreadable: [[String: String]]
@@ -182,6 +184,7 @@ private struct UnlockJSON: Encodable {
         loaded = Dictionary(uniqueKeysWithValues: report.loaded.map { ($0.key.rawValue, $0.value) })
         alreadyLoaded = report.alreadyLoaded
         updatedFromKernel = report.updatedFromKernel
+        updatedFromVault = report.updatedFromVault
         expiredRemoved = report.expiredRemoved
         waiting = report.waiting
         unreadable = report.unreadable.map { ["file": $0.what, "reason": $0.reason] }

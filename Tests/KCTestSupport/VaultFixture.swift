@@ -212,6 +212,11 @@ public final class VaultFixture {
         if owner == nil {
             if FileOps.exists(path + "/recipient") { _ = try? lock(levels: ["after-first-unlock", "always"]) }
             dropStash()  // also when the folder went first (an unmounted tmpfs)
+            // The session's record of its last load of this vault (kc's LoginSession):
+            // the test process's session keyring outlives every vault it made.
+            if let loaded = try? SpecialKeyring.session.serial.search(type: "user", description: KeyName(bytes: Array(("kc.loaded:" + path).utf8))) {
+                _ = try? loaded.unlink(from: SpecialKeyring.session.serial)
+            }
         }
         if isMounted(dataHome) { _ = try? runCommand("/bin/umount", ["-l", dataHome]) }
         _ = try? runCommand("/bin/rm", ["-rf", dataHome])
@@ -224,6 +229,7 @@ public final class VaultFixture {
         public var loaded: [String: Int]
         public var alreadyLoaded: Int
         public var updatedFromKernel: Int
+        public var updatedFromVault: Int?
         public var expiredRemoved: Int
         public var waiting: Int
         public var unreadable: [[String: String]]

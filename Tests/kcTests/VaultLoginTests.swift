@@ -581,4 +581,78 @@ final class VaultLoginTests: VaultTestCase {
             """, vault: home)
         XCTAssertEqual(view.output, "in the kernel\nshared value\n0\n", "the auth step, in the user's groups, put it back in the shared service: \(view)")
     }
+
+    // MARK: Two logins, one vault (issue 35)
+
+    /// A script for a login's session stack (run as root after kc's session step) that
+    /// runs `steps` as the account in that login's session keyring: `$KC` is kc, `as_user`
+    /// runs a command as the account. It first writes `ready`, and with `waitFor` waits
+    /// (at most 30 s) for that file before its steps: the login stays open meanwhile.
+    private func loginSteps(_ steps: String, waitFor: String? = nil) throws -> (script: String, output: String) {
+        let folder = try makeVault(create: false)
+        XCTAssertEqual(chmod(folder.dataHome, 0o755), 0)
+        let script = folder.dataHome + "/steps.sh", output = folder.dataHome + "/steps.txt"
+        let wait = waitFor.map { "i=0; while [ ! -e '\($0)' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done" } ?? ""
+        try """
+            #!/bin/sh
+            KC="$2"
+            uid=$(id -u "$PAM_USER"); gid=$(id -g "$PAM_USER")
+            as_user() { setpriv --reuid="$uid" --regid="$gid" --init-groups "$@"; }
+            echo ready > "$1.ready"
+            \(wait)
+            { \(steps)
+            } >> "$1" 2>&1
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(script, 0o755), 0)
+        return (script, output)
+    }
+
+    /// Login A loaded the `when-unlocked` item; login B (open at the same time) stores a
+    /// newer value; then A locks, or unlocks again. A's copy is the older: the vault keeps
+    /// B's value, and A's unlock brings A's copy up to date.
+    func testTheOlderOfTwoLoginsNeverPutsItsValueBackOverTheNewer() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: PAM, and a test account") }
+        for step in ["lock", "unlock"] {
+            let service = "kc-test.\(getpid()).two-logins-\(step)"
+            let home = try accountWithVault(service: service)
+            let root = try debianStack(["--enable", "kc"])
+            let go = try makeVault(create: false).dataHome + "/go"
+            let aSteps = step == "lock"
+                ? "as_user \"$KC\" lock; echo \"lock=$?\"; as_user \"$KC\" get \(service) session; echo \" get=$?\""
+                : "printf '%s' '\(password)' | as_user \"$KC\" unlock; echo \"unlock=$?\"; as_user \"$KC\" get \(service) session; echo \" get=$?\""
+            let a = try loginSteps("as_user \"$KC\" get \(service) session; echo \" before=$?\"; " + aSteps, waitFor: go)
+            let b = try loginSteps("printf 'newer value' | as_user \"$KC\" set \(service) session; echo \"set=$?\"")
+            let loginA = try loginService(root, record: a), loginB = try loginService(root, record: b)
+
+            let first = Process()
+            first.executableURL = URL(fileURLWithPath: "/usr/bin/pamtester")
+            first.arguments = [loginA, VaultAccount.name, "authenticate", "open_session"]
+            let input = Pipe()
+            first.standardInput = input
+            first.standardOutput = FileHandle.nullDevice
+            first.standardError = FileHandle.nullDevice
+            try first.run()
+            try input.fileHandleForWriting.write(contentsOf: Data((password + "\n").utf8))
+            try input.fileHandleForWriting.close()
+            for _ in 0..<300 where !FileOps.exists(a.output + ".ready") { usleep(100_000) }
+            XCTAssertTrue(FileOps.exists(a.output + ".ready"), "login A reached its session steps")
+
+            let second = try pamtester(loginB, ["authenticate", "open_session"], password: password)
+            XCTAssertEqual(second.status, 0, "\(second)")
+            XCTAssertEqual(readWholeFile(b.output), "set=0\n", "login B stored the newer value")
+            FileManager.default.createFile(atPath: go, contents: nil)
+            first.waitUntilExit()
+            let expected = step == "lock"
+                ? "session value before=0\nlock=0\n get=1\n"
+                : "session value before=0\nunlock=0\nnewer value get=0\n"
+            XCTAssertEqual(readWholeFile(a.output)?.replacingOccurrences(of: #"kc: [^\n]*\n"#, with: "", options: .regularExpression), expected,
+                           "login A: \(readWholeFile(a.output) ?? "")")
+            // A new login gets what the vault keeps: B's value.
+            let after = try VaultAccount.run("""
+                printf '%s' '\(password)' | "$KC" unlock 2>/dev/null
+                "$KC" get \(service) session
+                """, vault: home)
+            XCTAssertEqual(after.output, "newer value", "after A's \(step) the vault keeps B's newer value: \(after)")
+        }
+    }
 }

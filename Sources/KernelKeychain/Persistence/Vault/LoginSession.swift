@@ -44,4 +44,41 @@ internal enum LoginSession {
         else { return false }
         return info.uid == geteuid()
     }
+
+    // MARK: When this session last loaded the vault
+
+    /// The time of this session's last whole load of its `when-unlocked` items (an
+    /// unlock, the PAM session step): from then on its kernel copies were the vault's.
+    /// A `user` key of the owner's alone in the session keyring, named after the vault's
+    /// folder (a session can load two vaults: tests, `XDG_DATA_HOME`), holding
+    /// nanoseconds since the epoch as decimal text; it goes with the session at logout.
+    ///
+    /// A `when-unlocked` item lives in each login session's own keyring, so two logins
+    /// of one user hold two copies. A vault file changed after this session's load was
+    /// written by another login (every write kc makes goes to the file first), and this
+    /// session's copy of it is the older: lock and unlock never save it over the file.
+    static func loadedDescription(of vault: VaultPath) -> KeyName {
+        KeyName(bytes: Array("kc.loaded:".utf8) + vault.bytes)
+    }
+
+    /// Records `time` as this session's last load of the vault at `vault`.
+    static func recordLoad(of vault: VaultPath, at time: Int64) {
+        guard let session = try? Anchor.session.serialForWriting() else { return }
+        let payload = Array(String(time).utf8)
+        let key = payload.withUnsafeBytes { bytes in
+            try? KeySerial.add(type: "user", description: loadedDescription(of: vault), payload: bytes, into: session)
+        }
+        try? key?.setPermissions(.ownerOnly)
+    }
+
+    /// This session's last load, or nil if it has not loaded the vault (a shell outside
+    /// a login, a service): then the kernel's copies are taken as the newer, as kc did
+    /// before it kept the time.
+    static func lastLoad(of vault: VaultPath) -> Int64? {
+        guard let found = try? SpecialKeyring.session.serial.search(type: "user", description: loadedDescription(of: vault)),
+              let info = try? found.describe(), info.uid == geteuid(),
+              let bytes = try? found.read(sizeHint: 32)
+        else { return nil }
+        return Int64(String(decoding: bytes, as: UTF8.self))
+    }
 }

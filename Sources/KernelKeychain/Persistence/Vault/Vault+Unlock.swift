@@ -16,6 +16,10 @@ public struct VaultUnlockReport: Sendable {
     /// Items whose file was rewritten from the kernel, which held a newer value (a
     /// write that was interrupted after its kernel change).
     public var updatedFromKernel = 0
+    /// `when-unlocked` items whose kernel copy in this login session was older than
+    /// their file (another login of the user wrote it since this one loaded): the
+    /// kernel's copy took the file's value.
+    public var updatedFromVault = 0
     /// Items past their deadline: not loaded, and their files removed.
     public var expiredRemoved = 0
     /// Items at levels this unlock does not load (the PAM steps load some levels each).
@@ -125,9 +129,10 @@ extension Vault {
             var dropped = 0
             var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
             var skipped: [VaultUnlockReport.Problem] = []
+            let lastLoad = LoginSession.lastLoad(of: directory.root)
             for accessibility in Accessibility.allCases where levels.contains(accessibility.level) {
                 for (service, name) in files(at: accessibility, skipped: &skipped) {
-                    if try drop(name, in: service, levels: levels, identities: identities, shown: &shown) { dropped += 1 }
+                    if try drop(name, in: service, levels: levels, identities: identities, lastLoad: lastLoad, shown: &shown) { dropped += 1 }
                 }
             }
             let wasUnlocked = VaultKeys.removeStash(for: directory)
@@ -138,9 +143,11 @@ extension Vault {
     /// Drops one item from the kernel if it is at one of `levels`, after making its file
     /// hold what the kernel holds. With no identity to open the file (the vault was
     /// already locked), the file is written again from the kernel. `shown`: the
-    /// deadlines /proc/keys shows, read once for the whole lock.
+    /// deadlines /proc/keys shows, read once for the whole lock. A file another login
+    /// changed since this session loaded (``LoginSession/lastLoad(of:)``) is newer than this
+    /// session's copy, and is left as it is.
     private func drop(_ name: KeyName, in service: KeyName, levels: Set<Accessibility.Level>,
-                      identities: [AgeX25519Identity]?, shown: inout [KeySerial: ProcKeysEntry.Expiry]?) throws(KeychainError) -> Bool {
+                      identities: [AgeX25519Identity]?, lastLoad: Int64?, shown: inout [KeySerial: ProcKeysEntry.Expiry]?) throws(KeychainError) -> Bool {
         let own = OwnService(name: service, home: .whenUnlocked)
         guard let located = try own.locate(name, exactLevel: true), let level = located.accessibility,
               var value = try Placement.value(of: located.item)
@@ -148,11 +155,27 @@ extension Vault {
         defer { value.overwriteWithZeros() }
         let deadline = located.shownDeadline(using: &shown)
         if !Placement.othersMayWrite(located.item),
+           !fileIsNewer(at: level, of: name, in: service, thanLoad: lastLoad),
            !fileHolds(value, at: level, until: deadline, of: name, in: service, identities: identities) {
             try write(VaultRecord(service: service, name: name, accessibility: level, deadline: deadline, value: value))
         }
         guard levels.contains(level.level) else { return false }
         return try own.drop(located)
+    }
+
+    /// Whether the item's file at `level` was written after this login session's last
+    /// load of the vault (another login's write, since every write of kc's goes to the
+    /// file first): then this session's `when-unlocked` copy is the older one. Only
+    /// `when-unlocked` copies can be behind: the other levels' keyrings are the user's
+    /// and the host's, one copy for every session. The file's change time is the
+    /// filesystem's coarse clock, which can run a few milliseconds behind the one the
+    /// load was timed with: a change that close to the load counts as after it.
+    internal func fileIsNewer(at level: Accessibility, of name: KeyName, in service: KeyName, thanLoad lastLoad: Int64?) -> Bool {
+        guard level.level == .whenUnlocked, let lastLoad,
+              let info = try? directory.status(of: directory.itemFile(level, service, name))
+        else { return false }
+        let changed = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+        return changed >= lastLoad - 50_000_000
     }
 
     /// Whether the item's file at `level` opens to exactly `value` and `deadline`.
@@ -240,6 +263,11 @@ extension Vault {
             // miss here may load them from the vault later (``LoginSession``).
             if levels.contains(.whenUnlocked), !boot { try? LoginSession.mark() }
             settleStaged(with: identities, keepingUnopened: boot)
+            // This session's copies were the vault's as of its last load; from the start
+            // of this one they are again (a file changed after it is caught next time).
+            let loadsSession = levels.contains(.whenUnlocked) && !boot
+            let lastLoad = loadsSession ? LoginSession.lastLoad(of: directory.root) : nil
+            let started = VaultRecord.nowNanoseconds
 
             var report = VaultUnlockReport()
             report.waitingForUnlock = boot
@@ -256,8 +284,9 @@ extension Vault {
             var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
             for key in order {
                 settle(key, files: byItem[key] ?? [], identities: identities, levels: levels,
-                       addingHostKey: hostToAdd != nil, report: &report, shown: &shown)
+                       addingHostKey: hostToAdd != nil, lastLoad: lastLoad, report: &report, shown: &shown)
             }
+            if loadsSession { LoginSession.recordLoad(of: directory.root, at: started) }
             if let host = hostToAdd { try? directory.commit(directory.stage(Array((host.encoded + "\n").utf8)), to: directory.hostRecipientFile) }
             if !report.notLoadedForQuota.isEmpty { report.quota = KeyQuota.current() }
             let problems = (report.skippedFolders + report.unreadable + report.failed).map { "\($0.what): \($0.reason)" }
@@ -297,7 +326,7 @@ extension Vault {
     /// `addingHostKey`: an `always` file is written again so the host key can open it.
     /// `shown`: the deadlines /proc/keys shows, read once for the whole load.
     internal func settle(_ key: ItemKey, files: [(Accessibility, VaultPath)], identities: [AgeX25519Identity],
-                        levels: Set<Accessibility.Level>, addingHostKey: Bool, report: inout VaultUnlockReport,
+                        levels: Set<Accessibility.Level>, addingHostKey: Bool, lastLoad: Int64? = nil, report: inout VaultUnlockReport,
                         shown: inout [KeySerial: ProcKeysEntry.Expiry]?) {
         guard var record = newestRecord(of: key, in: files, identities: identities, report: &report) else { return }
         defer { record.value.overwriteWithZeros() }
@@ -308,7 +337,7 @@ extension Vault {
         }
         if addingHostKey, record.accessibility.level == .always { try? write(record) }
         if levels.contains(record.accessibility.level) {
-            load(record, report: &report, shown: &shown)
+            load(record, lastLoad: lastLoad, report: &report, shown: &shown)
         } else {
             report.waiting += 1
         }
@@ -406,9 +435,11 @@ extension Vault {
     }
 
     /// Puts one item into the kernel through ``Placement``, unless the kernel has it
-    /// already: with another value or level, the kernel's is the newer (a write
-    /// interrupted after its kernel change) and the file is written again from it.
-    private func load(_ record: VaultRecord, report: inout VaultUnlockReport, shown: inout [KeySerial: ProcKeysEntry.Expiry]?) {
+    /// already: with another value or level, the kernel's is the newer (a write made
+    /// around the vault) and the file is written again from it, unless the file changed
+    /// since this session's last load (another login wrote it): then the file's is the
+    /// newer, and this session's copy takes it.
+    private func load(_ record: VaultRecord, lastLoad: Int64?, report: inout VaultUnlockReport, shown: inout [KeySerial: ProcKeysEntry.Expiry]?) {
         let what = "\(record.service)/\(record.name)"
         do {
             let own = OwnService(name: record.service, home: record.accessibility)
@@ -423,6 +454,9 @@ extension Vault {
                 } else if Placement.othersMayWrite(present.item) {
                     // An interrupted write of the owner's was settled from tmp/ already.
                     report.notSavedFromMembers.append(what)
+                } else if fileIsNewer(at: record.accessibility, of: record.name, in: record.service, thanLoad: lastLoad) {
+                    try own.storeCopy(record.value, forKey: record.name, until: record.deadline)
+                    report.updatedFromVault += 1
                 } else {
                     do {
                         try saveFromKernel(record.name, in: record.service)

@@ -99,9 +99,11 @@ final class SecretIndexFreshnessTests: VaultTestCase {
             emit(paths=list(unlocked) + list(locked))
             """, arguments: [service])["paths"]?.strings.first
         let itemPath = try XCTUnwrap(firstPath, "the first daemon still finds its item")
-        for (name, bus) in [("the first daemon (its copy is older than the file)", first),
-                            ("the second daemon (its copy is the file's)", second),
-                            ("a daemon started while the vault was locked", started)] {
+        // The daemon with the older copy goes last: the file it would write over then
+        // holds the second daemon's record.
+        for (name, bus) in [("the second daemon (its copy is the file's)", second),
+                            ("a daemon started while the vault was locked", started),
+                            ("the first daemon (its copy is older than the file)", first)] {
             let answer = try bus.python(attempts, arguments: [service, "while-locked", itemPath])
             for call in ["store", "delete"] {
                 XCTAssertEqual(answer[call]?["error"], "org.freedesktop.Secret.Error.IsLocked", "\(name): the \(call) is refused: \(answer)")

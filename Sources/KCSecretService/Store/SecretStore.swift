@@ -49,7 +49,8 @@ final class SecretStore {
 
     // MARK: The index
 
-    /// Reads the index if it is not loaded yet; false while the vault is locked.
+    /// Reads the index if it is not loaded yet; false while the vault is locked (or the
+    /// file cannot be read: then logged).
     @discardableResult
     func loadIndex() -> Bool {
         if index != nil { return true }
@@ -60,23 +61,40 @@ final class SecretStore {
                 return true
             }
             inMemoryOnly = false
-            switch try vault.readDocument(Self.documentName) {
-            case .absent:
-                index = Self.withBuiltins(SecretIndex())
-            case .locked:
+            // The stamp before the read: a newer file that lands in between is read again
+            // later, never taken for the one read here.
+            let seen = vault.documentStamp(Self.documentName)
+            let document = try vault.readDocument(Self.documentName)
+            do throws(BusError) {
+                index = try Self.index(in: document, of: vault) ?? Self.withBuiltins(SecretIndex())
+            } catch {
+                if error != Self.vaultLocked { Log.error(error.message) }
                 return false
-            case .contents(let bytes):
-                guard let decoded = SecretIndex(decoding: bytes) else {
-                    Log.error("the index in \(vault.path)/documents/\(Self.documentName).age is damaged; move it away to start a new one")
-                    return false
-                }
-                index = Self.withBuiltins(decoded)
             }
-            stamp = vault.documentStamp(Self.documentName)
+            stamp = seen
             return true
         } catch {
             Log.error("cannot read the index: \(error)")
             return false
+        }
+    }
+
+    /// The index as `document` (the file) holds it, nil if there is no file. A file this
+    /// process cannot read, the vault locked or in a format it does not know (damaged, or
+    /// a newer kc's), is an error: it may hold records this process never saw (another
+    /// kc-secretd's), so nothing is written over it.
+    private static func index(in document: Vault.Document, of vault: Vault) throws(BusError) -> SecretIndex? {
+        switch document {
+        case .absent:
+            return nil
+        case .locked:
+            throw vaultLocked
+        case .contents(let bytes):
+            guard let decoded = SecretIndex(decoding: bytes) else {
+                throw .failed("the index in \(vault.path)/documents/\(documentName).age is not one this kc-secretd can read (damaged, or a newer kc's): "
+                              + "it is left as it is and nothing is changed; move it away to start a new one")
+            }
+            return withBuiltins(decoded)
         }
     }
 
@@ -105,30 +123,46 @@ final class SecretStore {
 
     /// The index, read again if the file changed since this process last saw it: looked
     /// at no more than every half second (another kc-secretd's new items show within
-    /// that; every change is made to the file as it is on disk, so none is lost).
-    private func loadedIndex() throws(BusError) -> SecretIndex {
+    /// that; every change is made to the file as it is on disk, so none is lost), or now
+    /// with `checkingNow` (a choice the file must not contradict, as a new item's name).
+    private func loadedIndex(checkingNow: Bool = false) throws(BusError) -> SecretIndex {
         guard loadIndex(), var current = index else { throw Self.vaultLocked }
         let now = Self.monotonicMilliseconds
-        guard now - stampCheckedAt >= 500 else { return current }
+        guard checkingNow || now - stampCheckedAt >= 500 else { return current }
         stampCheckedAt = now
-        if let vault = try? vault(), let now = vault.documentStamp(Self.documentName), now != stamp,
-           case .contents(let bytes)? = try? vault.readDocument(Self.documentName), let fresh = SecretIndex(decoding: bytes) {
-            current = Self.withBuiltins(fresh)
+        if let vault = try? vault(), let seen = vault.documentStamp(Self.documentName), seen != stamp,
+           let document = try? vault.readDocument(Self.documentName), let fresh = try? Self.index(in: document, of: vault) {
+            current = fresh
             index = current
-            stamp = now
+            stamp = seen
         }
         return current
     }
 
+    /// The vault the index is kept in; nil without one (the index lives in this process).
+    private func indexVault() throws(BusError) -> Vault? {
+        do { return try vault() } catch { throw .failed("the vault cannot be used: \(error)") }
+    }
+
+    /// Refuses, before the kernel is changed, a change whose index could not be saved:
+    /// while the vault is locked this process cannot read the index file, and does not
+    /// write over it (``change(_:)`` decides under the vault's lock; this spares a value
+    /// stored, or removed, for an index change that would then be refused).
+    private func requireSavableIndex() throws(BusError) {
+        _ = try loadedIndex()
+        guard let vault = try indexVault(), !vault.isUnlocked, vault.documentStamp(Self.documentName) != nil else { return }
+        throw Self.vaultLocked
+    }
+
     /// Changes the index and saves it: in the vault under its lock, applied to the file
     /// as it is then (so another kc-secretd's changes are kept), or in memory without a
-    /// vault. Nothing changes if `body` throws or the save fails.
+    /// vault. A file that cannot be read then (the vault locked, a format this process
+    /// does not know) is not written over: the change is refused, IsLocked while the
+    /// vault is locked. Nothing changes if `body` throws or the save fails.
     @discardableResult
     private func change<R>(_ body: (inout SecretIndex) throws(BusError) -> R) throws(BusError) -> R {
         var current = try loadedIndex()
-        let vault: Vault?
-        do { vault = try self.vault() } catch { throw .failed("the vault cannot be used: \(error)") }
-        guard let vault else {
+        guard let vault = try indexVault() else {
             inMemoryOnly = true
             let result = try body(&current)
             index = current
@@ -136,10 +170,12 @@ final class SecretStore {
         }
         inMemoryOnly = false
         var outcome: Result<R, BusError>? = nil
+        let saved: [Int]?
         do {
-            try vault.updateDocument(Self.documentName) { document throws(KeychainError) in
-                if case .contents(let bytes) = document, let fresh = SecretIndex(decoding: bytes) { current = Self.withBuiltins(fresh) }
+            saved = try vault.updateDocument(Self.documentName) { document throws(KeychainError) in
                 do throws(BusError) {
+                    // No file yet: this process's copy is the first.
+                    if let onDisk = try Self.index(in: document, of: vault) { current = onDisk }
                     outcome = .success(try body(&current))
                 } catch {
                     outcome = .failure(error)
@@ -153,7 +189,7 @@ final class SecretStore {
         guard let outcome else { throw .failed("the index was not changed") }
         let result = try outcome.get()
         index = current
-        stamp = vault.documentStamp(Self.documentName)
+        stamp = saved
         return result
     }
 
@@ -396,6 +432,7 @@ final class SecretStore {
     func create(in collection: String, attributes: [String: String], label: String, value: [UInt8], contentType: String,
                 replace: Bool) throws(BusError) -> (Found, isNew: Bool) {
         try Self.checkSizes(attributes: attributes, label: label, contentType: contentType)
+        try requireSavableIndex()
         guard !isLocked(collection: collection) else { throw .isLocked("the \(collection) collection is locked: Unlock it first") }
         if replace, let existing = try items(in: collection, matching: attributes).first(where: { $0.attributes == attributes }) {
             let updated = try setSecret(of: existing, value: value, contentType: contentType, label: label)
@@ -404,15 +441,21 @@ final class SecretStore {
         let base = ItemNaming.proposed(attributes: attributes, label: label)
         var id = base
         var n = 2
+        var replacesUnindexed = false
+        // Names another kc-secretd took since this one last looked are taken: the file is
+        // looked at now, not within the half second reads allow.
+        let index = try loadedIndex(checkingNow: true)
         while true {
-            let index = try loadedIndex()
             if index.items[id] == nil {
                 let inKernel = (try? Keychain(service: id.service).contains(id.name)) ?? false
                 if !inKernel { break }
                 // An item kc-secretd did not make, under the name these attributes give:
                 // a replacing store is that item's new value (python keyring's `set`
                 // after `kc set` of the same service and user).
-                if replace { break }
+                if replace {
+                    replacesUnindexed = true
+                    break
+                }
             }
             id = ItemID(service: base.service, name: ItemNaming.numbered(base.name, n))
             n += 1
@@ -426,8 +469,9 @@ final class SecretStore {
             try change { (index: inout SecretIndex) throws(BusError) in index.items[id] = record }
         } catch {
             // Without its record the item would be found by other attributes than the
-            // client gave: it is not kept half-made.
-            _ = try? Keychain(service: id.service).remove(id.name)
+            // client gave: it is not kept half-made. An item that was there before (`kc
+            // set`'s) stays, with its new value: removing it would lose the item too.
+            if !replacesUnindexed { _ = try? Keychain(service: id.service).remove(id.name) }
             throw error
         }
         return (Found(id: id, collection: collection, record: record, locked: false), true)
@@ -438,6 +482,7 @@ final class SecretStore {
     func setSecret(of item: Found, value: [UInt8], contentType: String, label: String? = nil) throws(BusError) -> Found {
         guard !item.locked else { throw .isLocked("\(Self.describe(item.id)) is locked: Unlock it first") }
         try Self.checkSizes(attributes: [:], label: label ?? "", contentType: contentType)
+        try requireSavableIndex()
         var record = item.record ?? ItemRecord(id: item.id, collection: item.collection, attributes: item.attributes,
                                                label: Self.defaultLabel(item.id), contentType: contentType,
                                                created: Self.now, modified: Self.now, isEmptyValue: false)
@@ -472,6 +517,7 @@ final class SecretStore {
 
     func delete(_ item: Found) throws(BusError) {
         guard !lockedByClient.contains(item.collection) else { throw .isLocked("the \(item.collection) collection is locked: Unlock it first") }
+        try requireSavableIndex()
         do {
             _ = try Keychain(service: item.id.service).remove(item.id.name)
         } catch {

@@ -35,10 +35,16 @@ extension Vault {
     /// each keep a copy of it (two kc-secretd on two session buses of one user) do not
     /// lose each other's changes: `body` gets the document as it is on disk now and
     /// returns its new contents (nil: no change), which replace it atomically.
-    public func updateDocument(_ name: String, _ body: (Document) throws(KeychainError) -> [UInt8]?) throws(KeychainError) {
+    ///
+    /// Returns the document's ``documentStamp(_:)`` taken under the lock: that of the
+    /// version `body` saw, or of the one it wrote. Taken after the lock, it could be
+    /// another program's newer version, which the caller would take for its own and
+    /// never read.
+    @discardableResult
+    public func updateDocument(_ name: String, _ body: (Document) throws(KeychainError) -> [UInt8]?) throws(KeychainError) -> [Int]? {
         try directory.withLock { () throws(KeychainError) in
-            guard let bytes = try body(readDocument(name)) else { return }
-            try saveDocument(name, bytes)
+            if let bytes = try body(readDocument(name)) { try saveDocument(name, bytes) }
+            return documentStamp(name)
         }
     }
 

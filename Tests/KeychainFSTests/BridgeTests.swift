@@ -340,6 +340,26 @@ final class BridgeTests: KeyringTestCase {
         XCTAssertEqual(try readAll(bridge, number), bytes("s3cret"))
     }
 
+    /// Issue 35: a reader was served the writer's unstored copy, empty right after the
+    /// create and half written after its first write. Only a close makes it the item.
+    func testAReaderOfANewFileFindsNothingUntilItsWriterCloses() throws {
+        let service = KeyName(uniqueService())
+        let bridge = makeBridge()
+        let directory = try makeServiceDirectory(bridge, service)
+        let (number, handle) = try create(bridge, directory, "token")
+        assertErrno(.noSuchFileOrDirectory, "open to read right after the create") {
+            _ = try self.readAll(bridge, number)
+        }
+        try write(bridge, handle, "half-", at: 0)
+        assertErrno(.noSuchFileOrDirectory, "open to read after the first write") {
+            _ = try self.readAll(bridge, number)
+        }
+        try write(bridge, handle, "value", at: 5)
+        try expectSuccess(bridge.flush(handle: handle, caller: opener))
+        XCTAssertEqual(try readAll(bridge, number), bytes("half-value"))
+        try expectSuccess(bridge.release(handle: handle))
+    }
+
     func testCloseOfAnInheritedDescriptorInAChildStoresNothingUntilTheOpenerCloses() throws {
         let service = KeyName(uniqueService())
         let child = try spawnOtherProcess()

@@ -115,16 +115,12 @@ final class FuseBridge: Sendable {
             let pending = PendingWrite(node: node, bytes: bytes, dirty: truncate, newItem: newItem, appends: flags & O_APPEND != 0)
             file = OpenFile(writing: pending, opener: threadGroup(of: caller))
         } else {
-            // The stored value, so a reader never sees half a write; a new file that
-            // is not stored yet reads as what has been written to it.
-            let bytes: [UInt8]
-            do {
-                bytes = try filesystem.contents(of: node)
-            } catch where Errno(reporting: error) == .noSuchFileOrDirectory {
-                guard let pending = handles.pending(node).first else { throw error }
-                bytes = pending.read(offset: 0, count: pending.size)
-            }
-            file = OpenFile(reading: bytes, opener: 0)
+            // The stored value and nothing else: another open's copy is not the item's
+            // until its close stores it whole. A new file whose writer has not closed
+            // yet (`printf v > f` between its open and its close, when it held nothing
+            // or only part of v) is absent to a reader, ENOENT, as an item being saved
+            // reads as its old value: never empty, never half (issue 35).
+            file = OpenFile(reading: try filesystem.contents(of: node), opener: 0)
         }
         if filesystem.configuration.auditsReads {
             auditOpen(of: node, accessMode: accessMode, caller: caller, callerUID: callerUID)

@@ -1,0 +1,134 @@
+import Foundation
+import KCTestSupport
+import KernelKeychain
+import XCTest
+
+/// A reader through the mount sees an item's old value or its new one, whole, and never
+/// anything else (DESIGN §6: `printf v > f` sets it, written on close, atomically). An
+/// empty value is never stored (a kernel key cannot be empty), so a read that returns
+/// nothing read something that was never the item (issue 35: one empty read in 10,000
+/// to 60,000 with writers and readers racing on four items).
+///
+/// The readers are other processes (`cat`, bash): the test process holds the writer's
+/// descriptor, and reads through the library only what it checks in the kernel.
+final class MountTornReadTests: MountingTestCase {
+    /// `cat PATH` in a child process.
+    private func cat(_ path: String) throws -> CommandResult {
+        try runCommand("/bin/cat", [path])
+    }
+
+    func testAReaderSeesTheOldValueWhileATruncatingWriterHasNotClosed() throws {
+        let mount = try mount()
+        let service = uniqueService()
+        try Keychain(service: service).set("old-value", forKey: "k")
+        let path = mount.file(service, "k")
+        let (fd, openError) = FileOps.open(path, O_WRONLY | O_TRUNC)
+        XCTAssertEqual(errnoName(openError), errnoName(0))
+        guard fd >= 0 else { return }
+        defer { _ = FileOps.close(fd) }
+
+        var read = try cat(path)
+        XCTAssertEqual(read.status, 0, "\(read)")
+        XCTAssertEqual(read.output, "old-value", "open(O_TRUNC) empties nothing a reader sees")
+        XCTAssertEqual(errnoName(FileOps.write(fd, "new-")), errnoName(0))
+        read = try cat(path)
+        XCTAssertEqual(read.output, "old-value", "half a write is not the value")
+        XCTAssertEqual(errnoName(FileOps.write(fd, "value")), errnoName(0))
+        XCTAssertEqual(errnoName(FileOps.close(fd)), errnoName(0))
+        read = try cat(path)
+        XCTAssertEqual(read.output, "new-value", "the writer's close stored the new value, whole")
+    }
+
+    /// The window the soak met: a writer's `open(O_CREAT | O_TRUNC)` of a name with no
+    /// item (the first write of a new item, or the next after `rm`) and its close.
+    /// The item does not exist until the close stores it, so a reader finds nothing
+    /// there; it was served the writer's unstored copy, empty or half written.
+    func testAFileBeingCreatedIsAbsentToOtherReadersUntilItsWriterCloses() throws {
+        let mount = try mount()
+        let service = uniqueService()
+        XCTAssertEqual(errnoName(FileOps.mkdir(mount.file(service))), errnoName(0))
+        let path = mount.file(service, "new")
+        let (fd, openError) = FileOps.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+        XCTAssertEqual(errnoName(openError), errnoName(0))
+        guard fd >= 0 else { return }
+        defer { _ = FileOps.close(fd) }
+
+        var read = try cat(path)
+        XCTAssertNotEqual(read.status, 0, "a reader must not see the new file's empty copy: \(read)")
+        XCTAssertEqual(read.output, "")
+        XCTAssertTrue(read.standardError.contains("No such file or directory"), "\(read)")
+        XCTAssertEqual(errnoName(FileOps.write(fd, "half-")), errnoName(0))
+        read = try cat(path)
+        XCTAssertNotEqual(read.status, 0, "nor half of its value: \(read)")
+        XCTAssertEqual(read.output, "")
+        XCTAssertEqual(errnoName(FileOps.write(fd, "value")), errnoName(0))
+        XCTAssertEqual(errnoName(FileOps.close(fd)), errnoName(0))
+        read = try cat(path)
+        XCTAssertEqual(read.status, 0, "\(read)")
+        XCTAssertEqual(read.output, "half-value")
+    }
+
+    /// Real processes for three seconds: two writers (`printf v > f`, values that
+    /// describe themselves), two readers (open, read to the end, close), and a remover
+    /// (`rm -f`) that makes the writers create the items again and again. A reader may
+    /// find an item absent; whatever it reads must be one whole written value.
+    func testRacingWritersReadersAndARemoverReadOnlyWholeWrittenValues() throws {
+        let mount = try mount()
+        let service = uniqueService()
+        XCTAssertEqual(errnoName(FileOps.mkdir(mount.file(service))), errnoName(0))
+        let race = try runCommand("/bin/bash", ["-c", Self.raceScript, "race", mount.file(service), "3"])
+        XCTAssertEqual(race.status, 0, "\(race)")
+        let lines = race.output.split(separator: "\n")
+        let wrong = lines.filter { $0.hasPrefix("wrong ") }
+        XCTAssertEqual(wrong, [], "\(wrong.count) reads returned something no writer wrote whole")
+        let reads = lines.filter { $0.hasPrefix("reads ") }.compactMap { $0.split(separator: " ").dropFirst().first.flatMap { Int($0) } }
+        let whole = lines.filter { $0.hasPrefix("reads ") }.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+        XCTAssertEqual(reads.count, 2, "both readers reported: \(race)")
+        XCTAssertGreaterThan(whole.reduce(0, +), 0, "the readers read values, not only absences: \(race)")
+    }
+
+    /// `bash -c SCRIPT race DIR SECONDS`. A value is `v<writer>.<n>.<n>`: empty, cut
+    /// short or mixed, it no longer matches. Each reader prints `wrong '<value>'` per
+    /// bad read and `reads <all> <absent> <whole>` at the end.
+    private static let raceScript = #"""
+        dir=$1
+        end=$(( ${EPOCHREALTIME/./} + $2 * 1000000 ))
+        running() { (( ${EPOCHREALTIME/./} < end )); }
+        writer() {
+            local n=0
+            while running; do
+                n=$((n + 1))
+                printf 'v%s.%s.%s' "$1" "$n" "$n" > "$dir/item-$((n % 2))" 2>/dev/null
+            done
+        }
+        remover() {
+            local n=0
+            while running; do
+                n=$((n + 1))
+                rm -f "$dir/item-$((n % 2))"
+                sleep 0.02
+            done
+        }
+        reader() {
+            local n=0 absent=0 whole=0 value
+            while running; do
+                n=$((n + 1))
+                if ! { exec 3< "$dir/item-$((n % 2))"; } 2>/dev/null; then
+                    absent=$((absent + 1))
+                    continue
+                fi
+                value=
+                IFS= read -r -d '' value <&3
+                exec 3<&-
+                if [[ $value =~ ^v[0-9]+\.([0-9]+)\.([0-9]+)$ && ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]]; then
+                    whole=$((whole + 1))
+                else
+                    printf "wrong '%s'\n" "$value"
+                fi
+            done
+            echo "reads $n $absent $whole"
+        }
+        writer 1 & writer 2 & remover & reader & reader &
+        wait
+        """#
+}

@@ -235,54 +235,108 @@ final class DeadlineTests: MountingTestCase {
         XCTAssertLessThanOrEqual(deadline.secondsLeft, 13 * 86400, "the deadline is the owner's")
     }
 
+    /// The item serials the records in `kc.expiry` name, by record. An expired record
+    /// cannot be described: it shows as naming nothing (nil).
+    private func recordedItems() -> [KeySerial: Int32?] {
+        guard let table = keyctlSearch("@u", "keyring", "kc.expiry").flatMap(Int32.init),
+              let records = try? KeySerial(rawValue: table).linkedKeys()
+        else { return [:] }
+        var named: [KeySerial: Int32?] = [:]
+        for record in records { named[record] = (try? record.describe().description.text).flatMap { $0.flatMap { Int32($0) } } }
+        return named
+    }
+
+    /// The records linked in `kc.expiry` that name one of `items`, or that kc made for
+    /// them (`records`, by serial: linked still, even expired).
+    private func records(of items: some Sequence<Int32>, among records: [KeySerial: Int32?]? = nil) -> Set<KeySerial> {
+        let items = Set(items)
+        return Set((records ?? recordedItems()).filter { $0.value.map(items.contains) ?? false }.keys)
+    }
+
     /// Each timed save makes a new key with a record of its own: the old key's record
     /// must go with it, and the last one with the item, or an ordinary user's 200-key
-    /// quota fills with records.
-    /// The serials of the records in `kc.expiry`, expired ones too.
-    private func records() throws -> [String] {
-        guard let ring = keyctlSearch("@u", "keyring", "kc.expiry") else { return [] }
-        return try keyctl("rlist", ring).output.split(whereSeparator: \.isWhitespace).map(String.init)
-    }
-
+    /// quota fills with records. Counted for this item's keys only: other tests' timed
+    /// writes add and unlink records of their own meanwhile.
     func testTimedSavesAndRemovalLeaveNoDeadlineRecordsBehind() throws {
-        // Live records only: a timed write also unlinks the records of items that have
-        // expired (other tests' short deadlines), which is not what is counted here.
-        func records() throws -> Int {
-            try self.records().filter { serial in
-                guard let raw = Int32(serial) else { return false }
-                do { _ = try KeySerial(rawValue: raw).describe() } catch { return false }
-                return true
-            }.count
-        }
-        let before = try records()
         let keychain = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock, timeout: .seconds(3600))
-        try keychain.set("v0", forKey: "k")
-        for round in 1...5 { XCTAssertTrue(try keychain.replace(Array("v\(round)".utf8), forKey: "k")) }
-        for round in 6...8 { try keychain.set("v\(round)", forKey: "k") }
-        XCTAssertEqual(try records(), before + 1, "one record for the one timed item")
+        var keys: [Int32] = []
+        func save(_ body: () throws -> Void) throws {
+            try body()
+            keys.append(try XCTUnwrap(keychain.item("k")?.serial.rawValue))
+        }
+        try save { try keychain.set("v0", forKey: "k") }
+        for round in 1...5 { try save { XCTAssertTrue(try keychain.replace(Array("v\(round)".utf8), forKey: "k")) } }
+        for round in 6...8 { try save { try keychain.set("v\(round)", forKey: "k") } }
+        XCTAssertEqual(records(of: keys).count, 1, "one record for the one timed item")
         XCTAssertTrue(try keychain.remove("k"))
-        XCTAssertEqual(try records(), before, "its record went with it")
+        XCTAssertEqual(records(of: keys), [], "its record went with it")
     }
 
-    /// The records of items that expired are unlinked at the next timed write: else
-    /// each would stay charged to the user's key quota until the kernel's collector
-    /// takes it (`kernel.keys.gc_delay`, five minutes), and the collector's prune would
-    /// keep 4 bytes of its link charged for as long as `kc.expiry` lives.
+    /// The records of items that expired are unlinked at the next timed write, before
+    /// the records themselves expire: else each would stay charged to the user's key
+    /// quota until its deadline and then until the kernel's collector takes it
+    /// (`kernel.keys.gc_delay`, five minutes), and the collector's prune would keep 4
+    /// bytes of its link charged for as long as `kc.expiry` lives.
     func testRecordsOfExpiredItemsAreUnlinkedAtTheNextTimedWrite() throws {
-        func expired() throws -> [String] {
-            try records().filter { try keyctl("describe", $0).standardError.contains("expired") }
-        }
         let shortLived = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock, timeout: .seconds(1))
-        for index in 0..<10 { try shortLived.set("gone soon", forKey: "k\(index)") }
-        sleep(4)  // the items expire after 1 s, their records 2 s later
-        let linked = try records()
-        XCTAssertGreaterThanOrEqual(try expired().count, 10, "ten expired records, still linked: \(linked)")
+        var recorded: Set<KeySerial> = []
+        for index in 0..<10 {
+            try shortLived.set("gone soon", forKey: "k\(index)")
+            let item = try XCTUnwrap(shortLived.item("k\(index)")?.serial.rawValue)
+            recorded.formUnion(records(of: [item]))
+        }
+        XCTAssertEqual(recorded.count, 10, "each item was recorded")
+        sleep(2)  // the items expire after 1 s, their records 2 s later
 
         let later = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock, timeout: .seconds(3600))
         try later.set("stays", forKey: "k")
-        XCTAssertEqual(try expired(), [], "the timed write unlinked every expired record")
+        XCTAssertEqual(Set(recordedItems().keys).intersection(recorded), [], "the timed write unlinked the record of every expired item")
         XCTAssertEqual(later["k"], "stays")
         _ = try? shortLived.removeAll()
         _ = try? later.removeAll()
+    }
+
+    /// A record goes with its item however the item goes, not only at its deadline: an
+    /// item another tool invalidated, revoked or unlinked, and a login's item whose
+    /// session keyring was revoked at logout, as pam_keyinit does (issue 35: each login
+    /// left its timed items' records behind until their deadlines, and about 60 logins
+    /// filled an ordinary user's key quota).
+    func testRecordsOfItemsGoneBeforeTheirDeadlineAreUnlinkedAtTheNextTimedWrite() throws {
+        // A login's item and its record (their serials printed), then its session
+        // keyring revoked at logout.
+        let login = try runShell("""
+            keyctl session - sh -c '
+                printf v | "\(builtKC)" set --timeout 1h \(uniqueService("login")) k || exit 1
+                item=$(keyctl search @s user k) && echo "$item"
+                keyctl search "$(keyctl search @u keyring kc.expiry)" user "$item"
+                keyctl revoke @s' 2>/dev/null
+            """)
+        let serials = login.output.split(separator: "\n").compactMap { Int32($0) }
+        XCTAssertEqual(serials.count, 2, "the login's item was recorded: \(login)")
+        var gone = Array(serials.prefix(1))
+        var recorded = Set(serials.dropFirst().map { KeySerial(rawValue: $0) })
+        let service = uniqueService()
+        let keychain = try Keychain(service: service, accessibility: .afterFirstUnlock, timeout: .seconds(3600))
+        for name in ["invalidated", "revoked", "unlinked"] {
+            try keychain.set("v", forKey: name)
+            let item = try XCTUnwrap(keychain.item(name)?.serial.rawValue)
+            gone.append(item)
+            recorded.formUnion(records(of: [item]))
+        }
+        XCTAssertEqual(recorded.count, 4, "each item was recorded")
+        let ring = try XCTUnwrap(keyctlSearch("@u", "keyring", "kc:" + service))
+        XCTAssertEqual(try keyctl("invalidate", String(gone[1])).status, 0)
+        XCTAssertEqual(try keyctl("revoke", String(gone[2])).status, 0)
+        XCTAssertEqual(try keyctl("unlink", String(gone[3]), ring).status, 0)
+        // The kernel collects a key that lost its last link a moment later.
+        let collected = Date().addingTimeInterval(2)
+        while Date() < collected, gone.contains(where: { (try? KeySerial(rawValue: $0).describe()) != nil }) { usleep(50_000) }
+
+        try keychain.set("stays", forKey: "k")
+        let now = recordedItems()
+        XCTAssertEqual(Set(now.keys).intersection(recorded), [], "the timed write unlinked the records of the items gone")
+        XCTAssertEqual(records(of: [try XCTUnwrap(keychain.item("k")?.serial.rawValue)], among: now).count, 1, "and kept the live item's")
+        XCTAssertEqual(keychain["k"], "stays")
+        _ = try? keychain.removeAll()
     }
 }

@@ -552,6 +552,70 @@ final class VaultLoginTests: VaultTestCase {
         XCTAssertEqual(readWholeFile(recorder.output)?.components(separatedBy: "session\twhen-unlocked").count, 3)
     }
 
+    /// Each login's session step loads the timed when-unlocked items into the new
+    /// session keyring as new keys, each with a deadline record in the user keyring;
+    /// the records of the logins that ended must go with their items. Before, three
+    /// 30-day items filled an ordinary user's 200-key quota in about 60 logins (issue
+    /// 35): the next login got none of its items, and every `kc set` failed. Through
+    /// Debian's stack with pam_kc.so, as the test account (quota 200 keys, 20,000
+    /// bytes); `KC_LOGIN_SOAK=1000` runs 1,000 logins instead of 120.
+    func testLoginsWithTimedItemsLeaveTheUsersKeyCountAsTheFirstLoginLeftIt() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: PAM, and a test account") }
+        let service = "kc-test.\(getpid()).vault-many-logins"
+        let home = try accountWithVault(service: service)
+        let timed = try VaultAccount.run("""
+            for item in timed1 timed2 timed3; do
+                printf 'timed value' | "$KC" set --timeout 30d \(service) $item || echo "set failed"
+            done
+            """, vault: home)
+        XCTAssertEqual(timed.output, "", "\(timed)")
+        VaultAccount.simulateReboot()
+        let stack = try loginService(try debianStack(["--enable", "kc"]))
+        let recorder = try sessionRecorder(service)
+        let recorded = try loginService(try debianStack(["--enable", "kc"]), record: recorder)
+        XCTAssertEqual(try pamtester(stack, ["authenticate"], password: password).status, 0, "the vault is unlocked")
+        let uid = VaultAccount.uid
+        let logins = ProcessInfo.processInfo.environment["KC_LOGIN_SOAK"].flatMap(Int.init) ?? 120
+
+        // A login ends with its session keyring revoked (pam_keyinit); the kernel
+        // collects its keys a moment later. Counted once that is done.
+        func login() throws {
+            let result = try pamtester(stack, ["open_session", "close_session"], password: password)
+            XCTAssertEqual(result.status, 0, "\(result)")
+        }
+        func settledKeyCount() -> Int? {
+            var last = keysCharged(to: uid)
+            for _ in 0..<50 {
+                usleep(100_000)
+                let now = keysCharged(to: uid)
+                if now == last { return now }
+                last = now
+            }
+            return last
+        }
+        try login()
+        let afterFirst = try XCTUnwrap(settledKeyCount(), "/proc/key-users names the account")
+        for number in 2...max(2, logins) {
+            try login()
+            // The ended login's own keys are collected within a second; what stays
+            // beyond that is left behind for good.
+            waitForKeys(of: uid, toDropTo: afterFirst, seconds: 1)
+            let count = keysCharged(to: uid) ?? 0
+            guard count <= afterFirst else {
+                XCTFail("after login \(number) the account is charged \(count) keys, after the first \(afterFirst)")
+                break
+            }
+        }
+        XCTAssertEqual(settledKeyCount(), afterFirst, "\(logins) logins leave the key count as the first login left it")
+
+        // The next login still gets every item, and a timed write still fits.
+        XCTAssertEqual(try pamtester(recorded, ["open_session"], password: password).status, 0)
+        XCTAssertEqual(readWholeFile(recorder.output),
+                       "type=open_session\nboot\talways\nsession\twhen-unlocked\ntimed1\twhen-unlocked\ntimed2\twhen-unlocked\ntimed3\twhen-unlocked\nuser\tafter-first-unlock\n")
+        let write = try VaultAccount.run("printf 'new value' | \"$KC\" set --timeout 30d \(service) timed4", vault: home)
+        XCTAssertEqual(write.status, 0, "\(write)")
+    }
+
     func testTheAuthStepLoadsASharedServicesItemsWithAllTheUsersGroups() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root: PAM, a test account and a group") }
         let group = "kc-test-vault-share"

@@ -9,9 +9,12 @@ import Musl
 /// Exact deadlines, kept in the kernel beside the items: a keyring `kc.expiry` in the
 /// user keyring holds one `user` key per timed item, described by the item's serial,
 /// whose payload is the deadline in decimal seconds since the epoch, and which expires
-/// with the item. No kernel call reads a key's expiry back, and /proc/keys rounds it
-/// (13 days show as `1w`), so without this a new key made for an old item (a rename,
-/// an import, a save of a timed item) could only be given a shorter life.
+/// with the item; a record whose item went earlier is unlinked at the next timed write
+/// (``unlinkRecordsOfGoneItems(in:)``), so the table holds the records of live items
+/// and of those gone since the last timed write. No kernel call reads a key's expiry
+/// back, and /proc/keys rounds it (13 days show as `1w`), so without this a new key made
+/// for an old item (a rename, an import, a save of a timed item) could only be given a
+/// shorter life.
 ///
 /// A write reads the record alone, never /proc/keys (whose cost grows with every key
 /// the caller can see): every timeout kc sets is recorded first, and fails if it cannot
@@ -76,7 +79,7 @@ internal enum DeadlineRecords {
                 throw error.underlying ?? KeyctlError(.permissionDenied, call: "keyctl_search")
             }
         }
-        unlinkExpired(in: ring)
+        unlinkRecordsOfGoneItems(in: ring)
         var text = Array(String(deadline.secondsSinceEpoch).utf8)
         defer { text.overwriteWithZeros() }
         let thread = SpecialKeyring.thread.serial
@@ -98,20 +101,52 @@ internal enum DeadlineRecords {
         }
     }
 
-    /// Unlinks the records that have expired (with their items): a `keyctl_read` of the
-    /// table and a describe per record, at each timed write. An expired key keeps its
-    /// bytes charged to the user's key quota until the kernel's collector takes it, five
-    /// minutes later (`kernel.keys.gc_delay`), and the collector then prunes its link
-    /// without giving back the 4 bytes the link cost, for as long as the table lives
-    /// (it lives in the user keyring); an unlink gives back both at once.
-    private static func unlinkExpired(in table: KeySerial) {
+    /// Unlinks the records whose item is gone, at each write that adds one: a
+    /// `keyctl_read` of the table, a describe of each record and, for a record still
+    /// live, a describe of the item it names (so a user's timed write costs two calls per
+    /// timed item of theirs; a write without a deadline never comes here). An item goes
+    /// at its deadline (its record two seconds later), but also long before: removed by
+    /// another tool, invalidated, or dropped with the session keyring of a login that
+    /// ended (`pam_keyinit revoke` at logout, or its last process gone). Each login's
+    /// session step loads the timed when-unlocked items as new keys with new records, so
+    /// pruning expired records only left one record per timed item and login until its
+    /// deadline: three 30-day items filled an ordinary user's 200-key quota in about 60
+    /// logins (issue 35).
+    ///
+    /// The kernel says cheaply that an item is gone: a describe of its serial fails with
+    /// ENOKEY (destroyed, or waiting for the collector), EKEYREVOKED (revoked or
+    /// invalidated) or EKEYEXPIRED; and a serial the kernel has since drawn for another
+    /// key (it draws them at random) shows another type or owner. Any other failure keeps
+    /// the record: a record dropped for a live item would make its next save drop the
+    /// item's deadline.
+    ///
+    /// Unlinked, not left to the kernel: an expired or invalidated record stays charged
+    /// to the user's key quota until the collector takes it (`kernel.keys.gc_delay`, five
+    /// minutes, for an expired one), and the collector's prune of its link keeps the 4
+    /// bytes the link cost charged for as long as the table lives (it lives in the user
+    /// keyring); an unlink gives back both at once.
+    private static func unlinkRecordsOfGoneItems(in table: KeySerial) {
         guard let records = try? table.linkedKeys() else { return }
-        for record in records {
-            do throws(KeyctlError) {
-                _ = try record.describe()
-            } catch where error.errno == .keyExpired {
-                try? record.unlink(from: table)
-            } catch {}
+        for record in records where isOfGoneItem(record) {
+            try? record.unlink(from: table)
+        }
+    }
+
+    /// Whether `record` is expired, or names an item that is gone (see
+    /// ``unlinkRecordsOfGoneItems(in:)``).
+    private static func isOfGoneItem(_ record: KeySerial) -> Bool {
+        let named: KeyDescription
+        do throws(KeyctlError) {
+            named = try record.describe()
+        } catch {
+            return error.meansKeyIsGone
+        }
+        guard let text = named.description.text, let serial = Int32(text) else { return false }
+        do throws(KeyctlError) {
+            let item = try KeySerial(rawValue: serial).describe()
+            return item.type != "user" || item.uid != named.uid
+        } catch {
+            return error.meansKeyIsGone
         }
     }
 

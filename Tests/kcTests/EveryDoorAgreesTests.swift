@@ -40,4 +40,25 @@ final class EveryDoorAgreesTests: VaultTestCase {
         XCTAssertEqual(asked.status, 64)
         XCTAssertTrue(asked.standardError.contains("its 1 item"), asked.standardError)
     }
+
+    /// A vault folder the user cannot look into (another user's, mode 0700) is not "no
+    /// vault": status, every write and a read that misses (which would look in the
+    /// vault) say what is wrong and how to fix it, and nothing is stored unsaved.
+    func testAVaultFolderAnotherUserOwnsIsRefusedLoudlyByStatusAndEveryWrite() throws {
+        _ = try VaultAccount.require()
+        let vault = try makeVault(create: false)
+        XCTAssertEqual(chmod(vault.dataHome, 0o755), 0)
+        XCTAssertEqual(mkdir(vault.path, 0o700), 0)
+        XCTAssertTrue(FileManager.default.createFile(atPath: vault.path + "/recipient", contents: Data("age1x\n".utf8)))
+        let service = uniqueService()
+        let result = try VaultAccount.run("""
+            "$KC" vault status; echo "status=$?"
+            printf v | "$KC" set \(service) token; echo "set=$?"
+            "$KC" get \(service) token; echo " get=$?"
+            """, vault: vault)
+        let refusal = "kc: refusing the vault: \(vault.path) belongs to root, not to you; use your own vault (set XDG_DATA_HOME), or if it is yours take it back: sudo chown -R \(VaultAccount.name): \(vault.path)"
+        XCTAssertEqual(result.output, "status=2\nset=2\n get=2\n", "\(result)")
+        XCTAssertEqual(result.standardError.split(separator: "\n").filter { $0.hasPrefix("kc: refusing the vault") }.count, 3, "\(result)")
+        XCTAssertTrue(result.standardError.hasPrefix(refusal), "\(result)")
+    }
 }

@@ -58,6 +58,8 @@ public struct Vault: Sendable {
         guard !passphrase.isEmpty else { throw .weakPassphrase }
         guard (10...maximumWorkFactor).contains(workFactor) else { throw .invalidWorkFactor(workFactor) }
         let directory = vault.directory
+        // A folder kc will not use is refused as such, not taken for a vault made before.
+        if directory.rootIsRefused { try directory.checkOwnership() }
         if directory.exists || directory.isFile(directory.identityFile) || !directory.entries(of: directory.itemsFolder).isEmpty {
             throw .vaultAlreadyExists(path: vault.path)
         }

@@ -106,8 +106,21 @@ internal struct VaultDirectory: Sendable {
     /// its key (a vault whose recipient was lost must not pass for no vault: writes
     /// would stop being saved, and `kc vault init` would replace the key). One `lstat`
     /// without a vault (of the folder); this is all a write costs a user who has none.
+    ///
+    /// A folder kc may not use or cannot look into (another user's, open to others, not
+    /// a folder) counts as a vault too: it may hold one, and taking it for none would
+    /// make `kc vault status` say "none" and writes silently stop being saved. So the
+    /// vault's own checks (``checkOwnership()``) run and refuse it, loudly, with the fix.
     var exists: Bool {
-        isPresent(root) && (isPresent(recipientFile) || isPresent(identityFile))
+        guard isPresent(root) else { return false }
+        return isPresent(recipientFile) || isPresent(identityFile) || rootIsRefused
+    }
+
+    /// Whether the vault's folder is there but is not one kc would use as the caller's:
+    /// not a folder, another uid's, or open to group or others.
+    var rootIsRefused: Bool {
+        guard let info = try? status(of: root) else { return false }
+        return (info.st_mode & S_IFMT) != S_IFDIR || info.st_uid != owner || info.st_mode & 0o077 != 0
     }
 
     private func isPresent(_ path: VaultPath) -> Bool {

@@ -32,9 +32,16 @@ extension TestQuota {
     /// runner's idle worker thread that ends takes its keyring's 5 bytes (and 4 for each
     /// link in it) with it, which is not anything kc keeps or loses.
     public static func settledBytesOutsideScratchKeyrings() -> Int? {
-        func reading() -> Int? {
-            guard let bytes = KeyQuota.current()?.bytes else { return nil }
-            return bytes - scratchKeyringBytes()
+        settledChargeOutsideScratchKeyrings()?.bytes
+    }
+
+    /// Keys and bytes charged to this uid, settled, less the uid's thread and process
+    /// keyrings (see ``settledBytesOutsideScratchKeyrings()``).
+    public static func settledChargeOutsideScratchKeyrings() -> Charge? {
+        func reading() -> Charge? {
+            guard let quota = KeyQuota.current() else { return nil }
+            let scratch = scratchKeyrings()
+            return Charge(keys: quota.keys - scratch.keys, bytes: quota.bytes - scratch.bytes)
         }
         var last = reading()
         for _ in 0..<50 {
@@ -46,19 +53,28 @@ extension TestQuota {
         return last
     }
 
+    public struct Charge: Equatable, CustomStringConvertible {
+        public var keys: Int
+        public var bytes: Int
+        public var description: String { "\(keys) keys, \(bytes) bytes" }
+    }
+
+    public static func scratchKeyringBytes() -> Int { scratchKeyrings().bytes }
+
     /// What this uid's `_tid` and `_pid` keyrings are charged, from /proc/keys (which
     /// shows them to their uid: their perm grants the owner view): the description and
     /// its NUL, and four bytes for each link they hold.
-    public static func scratchKeyringBytes() -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/keys", encoding: .utf8) else { return 0 }
+    public static func scratchKeyrings() -> Charge {
+        guard let text = try? String(contentsOfFile: "/proc/keys", encoding: .utf8) else { return Charge(keys: 0, bytes: 0) }
         let uid = String(getuid())
-        var total = 0
+        var total = Charge(keys: 0, bytes: 0)
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             guard fields.count >= 10, fields[5] == Substring(uid), fields[7] == "keyring",
                   fields[8] == "_tid:" || fields[8] == "_pid:"
             else { continue }
-            total += 5 + (Int(fields[9]) ?? 0) * 4
+            total.keys += 1
+            total.bytes += 5 + (Int(fields[9]) ?? 0) * 4
         }
         return total
     }

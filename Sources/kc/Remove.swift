@@ -16,8 +16,8 @@ extension KC {
             abstract: "Remove an item, or a whole service with every item in it.",
             discussion: """
             With SERVICE ITEM, the item goes, at whatever accessibility it has (and from
-            the vault). When it was the service's last item, the empty service goes too,
-            so 'kc ls' does not keep listing it. Exits 1 if there is no such item.
+            the vault). The service stays, even emptied, as a folder stays when its last
+            file goes; 'kc rm SERVICE' removes it. Exits 1 if there is no such item.
 
             With SERVICE alone, the whole service goes: every item at every level, and
             what the vault keeps of it. At a terminal kc lists the items and asks first;

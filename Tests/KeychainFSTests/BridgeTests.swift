@@ -360,6 +360,37 @@ final class BridgeTests: KeyringTestCase {
         try expectSuccess(bridge.release(handle: handle))
     }
 
+    /// An open for writing without O_TRUNC (`>>`, `1<>`) starts from the stored value:
+    /// of a new file whose creator has not closed, nothing. It inherits the attributes
+    /// the item will be created with, and never the creator's unstored bytes (it stored
+    /// "half-X", a value nobody wrote whole).
+    func testAnAppendToANewFileStartsFromNothingStoredNotFromItsCreatorsCopy() throws {
+        let service = KeyName(uniqueService())
+        let bridge = makeBridge()
+        let directory = try makeServiceDirectory(bridge, service)
+        let (number, creator) = try create(bridge, directory, "token")
+        try write(bridge, creator, "half-", at: 0)
+        try expectSuccess(bridge.setxattr(number, name: "user.kc.access", value: "always"))
+        let appender = try openHandle(bridge.open(number, flags: O_WRONLY | O_APPEND, caller: opener))
+        let overwriter = try openHandle(bridge.open(number, flags: O_RDWR, caller: opener))
+        guard case .bytes(let seen) = try bridge.read(handle: overwriter, size: 64, offset: 0) else { throw UnexpectedReply(reply: "read") }
+        XCTAssertEqual(seen, [], "a read-write open reads what is stored: nothing yet")
+        try appendOnce(bridge, number, appender, "X")
+        try expectSuccess(bridge.flush(handle: appender, caller: opener))
+        let keychain = try Keychain(service: service)
+        XCTAssertEqual(try keychain.data(forKey: "token"), bytes("X"))
+        XCTAssertEqual(try keychain.item("token")?.accessibility, .always, "stored as the new item the creator's close would make")
+        try write(bridge, overwriter, "Y", at: 0)
+        try expectSuccess(bridge.flush(handle: overwriter, caller: opener))
+        XCTAssertEqual(try keychain.data(forKey: "token"), bytes("Y"))
+        try write(bridge, creator, "value", at: 5)
+        try expectSuccess(bridge.flush(handle: creator, caller: opener))
+        XCTAssertEqual(try keychain.data(forKey: "token"), bytes("half-value"))
+        XCTAssertEqual(try keychain.item("token")?.accessibility, .always)
+        for handle in [creator, appender, overwriter] { expectSuccess(bridge.release(handle: handle)) }
+        XCTAssertEqual(try keychain.data(forKey: "token"), bytes("half-value"))
+    }
+
     func testCloseOfAnInheritedDescriptorInAChildStoresNothingUntilTheOpenerCloses() throws {
         let service = KeyName(uniqueService())
         let child = try spawnOtherProcess()

@@ -68,6 +68,63 @@ final class MountTornReadTests: MountingTestCase {
         XCTAssertEqual(read.output, "half-value")
     }
 
+    /// The same window on the writing side: `printf X >> f` (open(O_WRONLY | O_APPEND);
+    /// the shell's O_CREAT finds the name there) while the creator of f has written
+    /// only part of its value. An append adds to the stored value, and nothing is stored
+    /// yet: the appender's close stores just its own bytes, as the new item the creator's
+    /// close would have made (with the level set on the open file). The creator's bytes are
+    /// not the item's, so the appender never starts from them; it stored "half-X", a
+    /// value nobody wrote whole. The creator's close then stores its whole value over the
+    /// append (the last close wins, as for two `printf v > f`).
+    func testAnAppendToAFileBeingCreatedStoresNoneOfItsCreatorsUnstoredBytes() throws {
+        let mount = try mount()
+        let service = uniqueService()
+        XCTAssertEqual(errnoName(FileOps.mkdir(mount.file(service))), errnoName(0))
+        let path = mount.file(service, "new")
+        let (fd, openError) = FileOps.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+        XCTAssertEqual(errnoName(openError), errnoName(0))
+        guard fd >= 0 else { return }
+        defer { _ = FileOps.close(fd) }
+        XCTAssertEqual(errnoName(FileOps.write(fd, "half-")), errnoName(0))
+        let level = try runCommand("/usr/bin/setfattr", ["-n", "user.kc.access", "-v", "after-first-unlock", path])
+        XCTAssertEqual(level.status, 0, "\(level)")
+
+        let append = try runCommand("/bin/bash", ["-c", #"printf X >> "$1""#, "append", path])
+        XCTAssertEqual(append.status, 0, "\(append)")
+        let keychain = try Keychain(service: service)
+        XCTAssertEqual(try keychain.string(forKey: "new"), "X", "the append starts from nothing stored, not from the creator's \"half-\"")
+        XCTAssertEqual(try cat(path).output, "X")
+        XCTAssertEqual(try keychain.item("new")?.accessibility, .afterFirstUnlock, "stored as the new item, at the level set on it")
+
+        XCTAssertEqual(errnoName(FileOps.write(fd, "value")), errnoName(0))
+        XCTAssertEqual(errnoName(FileOps.close(fd)), errnoName(0))
+        XCTAssertEqual(try keychain.string(forKey: "new"), "half-value", "the creator's close stores its whole value")
+        XCTAssertEqual(try keychain.item("new")?.accessibility, .afterFirstUnlock)
+    }
+
+    /// `1<> f` (open(O_RDWR), no truncation) overwrites in place what is stored; of a
+    /// file being created that is nothing, so it stores what it wrote and no byte of
+    /// the creator's (it stored "Yalf-").
+    func testAReadWriteOpenOfAFileBeingCreatedStoresNoneOfItsCreatorsUnstoredBytes() throws {
+        let mount = try mount()
+        let service = uniqueService()
+        XCTAssertEqual(errnoName(FileOps.mkdir(mount.file(service))), errnoName(0))
+        let path = mount.file(service, "new")
+        let (fd, openError) = FileOps.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+        XCTAssertEqual(errnoName(openError), errnoName(0))
+        guard fd >= 0 else { return }
+        defer { _ = FileOps.close(fd) }
+        XCTAssertEqual(errnoName(FileOps.write(fd, "half-")), errnoName(0))
+
+        let overwrite = try runCommand("/bin/bash", ["-c", #"printf Y 1<> "$1""#, "overwrite", path])
+        XCTAssertEqual(overwrite.status, 0, "\(overwrite)")
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "new"), "Y", "nothing stored to keep but its own byte")
+
+        XCTAssertEqual(errnoName(FileOps.write(fd, "value")), errnoName(0))
+        XCTAssertEqual(errnoName(FileOps.close(fd)), errnoName(0))
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "new"), "half-value")
+    }
+
     /// Real processes for three seconds: two writers (`printf v > f`, values that
     /// describe themselves), two readers (open, read to the end, close), and a remover
     /// (`rm -f`) that makes the writers create the items again and again. A reader may

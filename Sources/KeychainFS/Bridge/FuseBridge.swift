@@ -103,14 +103,17 @@ final class FuseBridge: Sendable {
         let file: OpenFile
         if writable {
             let truncate = flags & O_TRUNC != 0
-            // The file is an item (lookup found it) or a new file still being written.
+            // The file is an item (lookup found it) or a new file still being written,
+            // which this open creates too if its close comes first.
+            let newItem = handles.pending(node).first(where: { $0.newItem != nil })?.newItem
+            // Without O_TRUNC (`>>`, `1<>`) the copy starts from the stored value: of a
+            // new file, nothing. Its creator's copy is not the item until stored whole;
+            // starting from it stored a mix nobody wrote ("half-" + "X").
             var bytes: [UInt8] = []
-            var newItem: NewItemAttributes? = nil
-            if let creating = handles.pending(node).first(where: { $0.newItem != nil }) {
-                newItem = creating.newItem
-                if !truncate { bytes = creating.read(offset: 0, count: creating.size) }
-            } else if !truncate {
-                bytes = try filesystem.contents(of: node)
+            if !truncate {
+                do {
+                    bytes = try filesystem.contents(of: node)
+                } catch where newItem != nil && Errno(reporting: error) == .noSuchFileOrDirectory {}
             }
             let pending = PendingWrite(node: node, bytes: bytes, dirty: truncate, newItem: newItem, appends: flags & O_APPEND != 0)
             file = OpenFile(writing: pending, opener: threadGroup(of: caller))

@@ -68,6 +68,20 @@ final class MountTornReadTests: MountingTestCase {
         XCTAssertEqual(read.output, "half-value")
     }
 
+    /// A new file `new` in a new service of the mount, opened to be created
+    /// (O_CREAT | O_TRUNC) and written only as far as "half-": the open descriptor (-1 if
+    /// the open failed, which fails the test) is the caller's to close.
+    private func creatorHalfWay() throws -> (service: String, path: String, fd: Int32) {
+        let mount = try mount()
+        let service = uniqueService()
+        XCTAssertEqual(errnoName(FileOps.mkdir(mount.file(service))), errnoName(0))
+        let path = mount.file(service, "new")
+        let (fd, openError) = FileOps.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+        XCTAssertEqual(errnoName(openError), errnoName(0))
+        if fd >= 0 { XCTAssertEqual(errnoName(FileOps.write(fd, "half-")), errnoName(0)) }
+        return (service, path, fd)
+    }
+
     /// The same window on the writing side: `printf X >> f` (open(O_WRONLY | O_APPEND);
     /// the shell's O_CREAT finds the name there) while the creator of f has written
     /// only part of its value. An append adds to the stored value, and nothing is stored
@@ -77,15 +91,9 @@ final class MountTornReadTests: MountingTestCase {
     /// value nobody wrote whole. The creator's close then stores its whole value over the
     /// append (the last close wins, as for two `printf v > f`).
     func testAnAppendToAFileBeingCreatedStoresNoneOfItsCreatorsUnstoredBytes() throws {
-        let mount = try mount()
-        let service = uniqueService()
-        XCTAssertEqual(errnoName(FileOps.mkdir(mount.file(service))), errnoName(0))
-        let path = mount.file(service, "new")
-        let (fd, openError) = FileOps.open(path, O_WRONLY | O_CREAT | O_TRUNC)
-        XCTAssertEqual(errnoName(openError), errnoName(0))
+        let (service, path, fd) = try creatorHalfWay()
         guard fd >= 0 else { return }
         defer { _ = FileOps.close(fd) }
-        XCTAssertEqual(errnoName(FileOps.write(fd, "half-")), errnoName(0))
         let level = try runCommand("/usr/bin/setfattr", ["-n", "user.kc.access", "-v", "after-first-unlock", path])
         XCTAssertEqual(level.status, 0, "\(level)")
 
@@ -106,15 +114,9 @@ final class MountTornReadTests: MountingTestCase {
     /// file being created that is nothing, so it stores what it wrote and no byte of
     /// the creator's (it stored "Yalf-").
     func testAReadWriteOpenOfAFileBeingCreatedStoresNoneOfItsCreatorsUnstoredBytes() throws {
-        let mount = try mount()
-        let service = uniqueService()
-        XCTAssertEqual(errnoName(FileOps.mkdir(mount.file(service))), errnoName(0))
-        let path = mount.file(service, "new")
-        let (fd, openError) = FileOps.open(path, O_WRONLY | O_CREAT | O_TRUNC)
-        XCTAssertEqual(errnoName(openError), errnoName(0))
+        let (service, path, fd) = try creatorHalfWay()
         guard fd >= 0 else { return }
         defer { _ = FileOps.close(fd) }
-        XCTAssertEqual(errnoName(FileOps.write(fd, "half-")), errnoName(0))
 
         let overwrite = try runCommand("/bin/bash", ["-c", #"printf Y 1<> "$1""#, "overwrite", path])
         XCTAssertEqual(overwrite.status, 0, "\(overwrite)")

@@ -93,7 +93,13 @@ extension OwnService {
     /// permissions can be set), and ``putBack(_:heldIn:)`` puts it back.
     private func storeNew(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) -> Bool {
         let probed = try ServiceKeyring.rings(of: name, startingWith: home)
-        if probed.isEmpty, accessGroup == nil, try storeInNewService(bytes, forKey: key, until: deadline) { return true }
+        if probed.isEmpty, accessGroup == nil, try storeInNewService(bytes, forKey: key, until: deadline) {
+            // A first writer at another level may have made the service there meanwhile,
+            // with its own copy: the same rule as below keeps one.
+            let rings = try ServiceKeyring.rings(of: name, startingWith: home)
+            if rings.count > 1 { try Placement.keepOneCopy(of: key, in: rings) }
+            return true
+        }
         let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home, probed: probed.isEmpty ? nil : probed)
         let sharing = try sharingForWrite(rings: rings.map(\.serial))
         let previous = try gather(key, into: homeRing, from: rings)

@@ -61,11 +61,26 @@ extension OwnService {
     /// anchor with an item in it, so a remover killed at any step loses nothing: at
     /// worst a keyring stays barred, and a writer that meets the bar waits a moment for
     /// the removal and then lifts it (``waitOutRemoval(attempt:)``).
+    ///
+    /// Bars are set only in the service's turn (``ServiceRemovalTurn``): without it the
+    /// removal does nothing (false). A removal still in its turn after a few seconds (a
+    /// stalled process) lifts its bars and gives up, before writers take a bar with no
+    /// turn held for a dead remover's and lift it themselves.
     func removeIfEmpty() throws(KeychainError) -> Bool {
-        try ServiceRemovalTurn.taking(for: name) { () throws(KeychainError) -> Bool in try removeIfEmptyInTurn() }
+        let started = Self.monotonicSeconds()
+        return try ServiceRemovalTurn.taking(for: name) { (held) throws(KeychainError) -> Bool in
+            guard held else { return false }
+            return try removeIfEmptyInTurn(startedAt: started)
+        }
     }
 
-    private func removeIfEmptyInTurn() throws(KeychainError) -> Bool {
+    private static func monotonicSeconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec)
+    }
+
+    private func removeIfEmptyInTurn(startedAt started: Int64) throws(KeychainError) -> Bool {
         let rings = try ServiceKeyring.rings(of: name, startingWith: home)
         guard !rings.isEmpty else { return false }
         for ring in rings where (try? ring.serial.linkedKeys())?.isEmpty != true { return false }
@@ -73,7 +88,10 @@ extension OwnService {
         func lift() { for (ring, permissions) in barred { try? ring.serial.setPermissions(permissions) } }
         do throws(KeyctlError) {
             for ring in rings {
-                let permissions = try ring.serial.describe().permissions
+                var permissions = try ring.serial.describe().permissions
+                // A bar already there is a killed remover's (this one holds the turn): the
+                // keyring's own mask is that without the bar.
+                if permissions.isRemovalBarrier { permissions = permissions.liftingRemovalBarrier }
                 try ring.serial.setPermissions(permissions.removalBarrier)
                 barred.append((ring, permissions))
                 guard try ring.serial.linkedKeys().isEmpty else {
@@ -86,38 +104,90 @@ extension OwnService {
             if error.meansKeyIsGone { return false }
             throw KeychainError(error)
         }
+        // Stalled past the part of its turn it may use: writers will lift the bars soon.
+        guard Self.monotonicSeconds() - started < ServiceRemovalTurn.usableSeconds else {
+            lift()
+            return false
+        }
         var removed = false
+        let holder = SpecialKeyring.thread.serial
         for ring in rings {
             // The kernel takes a link out of a keyring by the key's type and name, not
-            // its serial: unlinking a ring another removal took out since the listing
-            // would take out the newer ring of that name a writer made meanwhile. So the
-            // ring must be in its anchor now (and removals take turns: ``ServiceRemovalTurn``).
+            // its serial: moving a ring another removal took out since the listing would
+            // take out the newer ring of that name a writer made meanwhile. So the ring
+            // must be in its anchor now (and removals take turns: ``ServiceRemovalTurn``).
             guard let anchor = try? ring.anchor.serial(), (try? anchor.linkedKeys())?.contains(ring.serial) == true else { continue }
-            if (try? ring.serial.unlink(from: anchor)) != nil { removed = true }
+            // Moved aside, then read once more: a removal stalled past its turn (stopped,
+            // starved) may find that a writer took its bar for a dead remover's, lifted it
+            // and stored. Such a keyring goes back, with its bar lifted.
+            do throws(KeyctlError) { try ring.serial.move(from: anchor, to: holder, exclusive: false) } catch { continue }
+            defer { try? ring.serial.unlink(from: holder) }
+            guard let arrived = try? ring.serial.linkedKeys(), !arrived.isEmpty else {
+                removed = true
+                continue
+            }
+            if let info = try? ring.serial.describe(), info.permissions.isRemovalBarrier {
+                try? ring.serial.setPermissions(info.permissions.liftingRemovalBarrier)
+            }
+            try restore(ring, heldIn: holder, under: anchor)
         }
         return removed
     }
 
-    /// A writer met a keyring of the service without its write right: a removal of the
-    /// empty service barred it (``removeIfEmpty()``). The removal reads the keyring and
-    /// unlinks it or lifts the bar within microseconds; a bar that stays a second is a
-    /// remover's that was killed, and the writer lifts it. True if the refusal was such
-    /// a bar (waited for, or lifted): the write is to be made again. False for any other
-    /// refusal, which is the writer's to report.
+    /// A write or removal met a keyring of the service without its write right: a
+    /// removal of the empty service barred it (``removeIfEmpty()``), and unlinks it or
+    /// lifts the bar within microseconds, in its turn. A bar while no removal holds the
+    /// turn is a remover's that was killed: it is lifted. True if the refusal was such a
+    /// bar (waited for, or lifted): the call is to be made again. False for any other
+    /// refusal, which is the caller's to report.
     func waitOutRemoval(attempt: Int) -> Bool {
         guard let rings = try? ServiceKeyring.rings(of: name, startingWith: home) else { return false }
         var found = false
         for ring in rings {
             guard let info = try? ring.serial.describe(), info.uid == geteuid(), info.permissions.isRemovalBarrier else { continue }
             found = true
-            if attempt >= Self.barrierPatience { try? ring.serial.setPermissions(info.permissions.liftingRemovalBarrier) }
+            if attempt >= Self.barrierPatience || !ServiceRemovalTurn.isHeld(for: name) {
+                try? ring.serial.setPermissions(info.permissions.liftingRemovalBarrier)
+            }
         }
         if found, attempt < Self.barrierPatience { usleep(10_000) }
         return found
     }
 
-    /// How many 10 ms waits a writer gives a removal's bar before lifting it.
-    static let barrierPatience = 100
+    /// Lifts every bar on the service's keyrings: for a removal that holds the turn, for
+    /// which any bar there is a killed remover's.
+    func liftBarsInTurn() {
+        for ring in (try? ServiceKeyring.rings(of: name, startingWith: home)) ?? [] {
+            guard let info = try? ring.serial.describe(), info.uid == geteuid(), info.permissions.isRemovalBarrier else { continue }
+            try? ring.serial.setPermissions(info.permissions.liftingRemovalBarrier)
+        }
+    }
+
+    /// How many 10 ms waits a writer gives a bar whose removal holds the turn (a turn
+    /// lasts ten seconds at most) before it lifts it.
+    static let barrierPatience = 1100
+
+    /// Runs `body` again while a removal's bar refuses it (EACCES), waiting the bar out
+    /// (``waitOutRemoval(attempt:)``): every write and removal of an item goes through
+    /// here, so a remover killed with its bar on blocks nobody.
+    func waitingOutBars<T>(_ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
+        var attempt = 0, unbarredRefusals = 0
+        while true {
+            do throws(KeychainError) {
+                return try body()
+            } catch where error.underlying?.errno == .permissionDenied && attempt <= Self.barrierPatience {
+                // No bar left to see: the removal lifted it or took the keyring out after
+                // this call was refused (a removal running in a loop can do that each
+                // time). A refusal that keeps coming without a bar in sight is real.
+                if !waitOutRemoval(attempt: attempt) {
+                    unbarredRefusals += 1
+                    if unbarredRefusals > 25 { throw error }
+                    usleep(1_000)
+                }
+                attempt += 1
+            }
+        }
+    }
 
     /// Puts back a service keyring, held in `holder`, that an item reached while it was
     /// being removed: into its anchor, unless a writer made a new keyring of the service

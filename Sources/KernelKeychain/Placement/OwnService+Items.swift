@@ -61,25 +61,12 @@ extension OwnService {
     /// A removal of the empty service bars its keyrings while it reads them (see
     /// ``removeIfEmpty()``): a write refused by such a bar waits it out and is made again.
     func store(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
-        var attempt = 0, unbarredRefusals = 0
-        while true {
-            do throws(KeychainError) {
-                if accessGroup == nil, try updateAtHome(bytes, forKey: key, until: deadline) { return }
-                for _ in 1...8 where try storeNew(bytes, forKey: key, until: deadline) { return }
-                // Each time the service's keyring was gone before the key could go in (a
-                // removal of the whole service, eight times over): nothing was stored.
-                throw KeychainError(KeyctlError(.noKey, call: "add_key"))
-            } catch where error.underlying?.errno == .permissionDenied && attempt <= Self.barrierPatience {
-                // No bar left to see: the removal lifted it or took the keyring out after
-                // this write was refused (a removal running in a loop can do that each
-                // time). A refusal that keeps coming without a bar in sight is real.
-                if !waitOutRemoval(attempt: attempt) {
-                    unbarredRefusals += 1
-                    if unbarredRefusals > Self.barrierPatience / 4 { throw error }
-                    usleep(1_000)
-                }
-                attempt += 1
-            }
+        try waitingOutBars { () throws(KeychainError) in
+            if accessGroup == nil, try updateAtHome(bytes, forKey: key, until: deadline) { return }
+            for _ in 1...8 where try storeNew(bytes, forKey: key, until: deadline) { return }
+            // Each time the service's keyring was gone before the key could go in (a
+            // removal of the whole service, eight times over): nothing was stored.
+            throw KeychainError(KeyctlError(.noKey, call: "add_key"))
         }
     }
 
@@ -351,6 +338,10 @@ extension OwnService {
 
     /// Removes every copy of the item. Returns whether there was one.
     func remove(_ key: KeyName) throws(KeychainError) -> Bool {
+        try waitingOutBars { () throws(KeychainError) -> Bool in try removeCopies(of: key) }
+    }
+
+    private func removeCopies(of key: KeyName) throws(KeychainError) -> Bool {
         var removed: [KeySerial] = []
         for copy in try Placement.copies(of: key, in: ServiceKeyring.rings(of: name, startingWith: home)) {
             if try unlinkIgnoringGone(copy.item, from: copy.ring.serial) { removed.append(copy.item) }
@@ -394,7 +385,10 @@ extension OwnService {
     /// Clears and unlinks every keyring of the service, in the service's removal turn
     /// (``ServiceRemovalTurn``).
     func removeAll() throws(KeychainError) {
-        try ServiceRemovalTurn.taking(for: name) { () throws(KeychainError) in try removeAllInTurn() }
+        try ServiceRemovalTurn.taking(for: name) { (held) throws(KeychainError) in
+            if held { liftBarsInTurn() }
+            try waitingOutBars { () throws(KeychainError) in try removeAllInTurn() }
+        }
     }
 
     private func removeAllInTurn() throws(KeychainError) {
@@ -445,7 +439,10 @@ extension OwnService {
     /// its serial, level, device-only flag and deadline. It takes the old name's
     /// keyrings out of their anchors in that name's removal turn (``ServiceRemovalTurn``).
     func rename(to newService: KeyName) throws(KeychainError) {
-        try ServiceRemovalTurn.taking(for: name) { () throws(KeychainError) in try renameInTurn(to: newService) }
+        try ServiceRemovalTurn.taking(for: name) { (held) throws(KeychainError) in
+            if held { liftBarsInTurn() }
+            try waitingOutBars { () throws(KeychainError) in try renameInTurn(to: newService) }
+        }
     }
 
     private func renameInTurn(to newService: KeyName) throws(KeychainError) {

@@ -22,12 +22,24 @@ import Musl
 /// SIGKILL delays the service's removals, never stops them: a removal that waits a
 /// second without its turn goes ahead as it did before turns.
 internal enum ServiceRemovalTurn {
-    /// Runs `body` in the service's turn (or after a second without it).
-    static func taking<T>(for service: KeyName, _ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
+    /// Runs `body` in the service's turn (or after a second without it); `body` is told
+    /// whether it holds the turn.
+    static func taking<T>(for service: KeyName, _ body: (_ held: Bool) throws(KeychainError) -> T) throws(KeychainError) -> T {
         let turn = take(service)
         defer { if let turn { give(turn) } }
-        return try body()
+        return try body(turn != nil)
     }
+
+    /// Whether some removal holds the service's turn now (its key is there, unexpired).
+    /// A removal bars a service's keyrings only in its turn, so a bar with no turn held
+    /// is a remover's that was killed (or stalled past its turn), which writers may lift.
+    static func isHeld(for service: KeyName) -> Bool {
+        (try? SpecialKeyring.user.serial.search(type: "user", description: KeyName(prefix) + service)) != nil
+    }
+
+    /// How long a turn may be used: well inside its ten seconds, so that no writer lifts
+    /// a bar (once the turn has expired) while its remover can still act on it.
+    static let usableSeconds: Int64 = 5
 
     private static func take(_ service: KeyName) -> KeySerial? {
         let thread = SpecialKeyring.thread.serial

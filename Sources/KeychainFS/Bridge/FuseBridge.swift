@@ -250,7 +250,9 @@ final class FuseBridge: Sendable {
     }
 
     func rmdir(parent: UInt64, name: KeyName) throws -> Reply {
-        try filesystem.removeDirectory(filesystem.child(of: node(parent), named: name))
+        let child = try filesystem.child(of: node(parent), named: name)
+        try filesystem.removeDirectory(child)
+        inodes.detach(child)
         return .success
     }
 

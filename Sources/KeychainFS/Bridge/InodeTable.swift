@@ -63,6 +63,16 @@ final class InodeTable: Sendable {
         }
     }
 
+    /// After a removal (rmdir) the name no longer leads to the number: a node made again
+    /// under it gets a new one. The kernel keeps the removed inode, dead (a removed
+    /// directory takes no new entry), for as long as a process holds it (a shell's
+    /// working directory, an open handle); answering the new folder with its number
+    /// would make the new folder that dead one. The entry itself stays until the
+    /// kernel forgets its lookups.
+    func detach(_ node: Node) {
+        state.withLock { state in _ = state.numbers.removeValue(forKey: node) }
+    }
+
     private static func number(for node: Node, in state: inout State) -> UInt64 {
         if let number = state.numbers[node] { return number }
         let number = state.next

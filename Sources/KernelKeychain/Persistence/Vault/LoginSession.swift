@@ -64,6 +64,13 @@ internal enum LoginSession {
     /// Records `time` as this session's last load of the vault at `vault`.
     static func recordLoad(of vault: VaultPath, at time: Int64) {
         guard let session = try? Anchor.session.serialForWriting() else { return }
+        // A key of that name another uid planted in a session it shares (after su or
+        // runuser without a new session) would be updated in place, stay theirs, and so
+        // switch the check off for this session: it goes first.
+        if let found = try? session.search(type: "user", description: loadedDescription(of: vault)),
+           let info = try? found.describe(), info.uid != geteuid() {
+            try? found.unlink(from: session)
+        }
         let payload = Array(String(time).utf8)
         let key = payload.withUnsafeBytes { bytes in
             try? KeySerial.add(type: "user", description: loadedDescription(of: vault), payload: bytes, into: session)

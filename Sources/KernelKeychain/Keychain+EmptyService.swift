@@ -126,9 +126,7 @@ extension OwnService {
                 removed = true
                 continue
             }
-            if let info = try? ring.serial.describe(), info.permissions.isRemovalBarrier {
-                try? ring.serial.setPermissions(info.permissions.liftingRemovalBarrier)
-            }
+            if let lifted = Self.liftedMask(ofBarred: ring.serial) { try? ring.serial.setPermissions(lifted) }
             try restore(ring, heldIn: holder, under: anchor)
         }
         return removed
@@ -142,25 +140,29 @@ extension OwnService {
     /// refusal, which is the caller's to report.
     func waitOutRemoval(attempt: Int) -> Bool {
         guard let rings = try? ServiceKeyring.rings(of: name, startingWith: home) else { return false }
-        var found = false
-        for ring in rings {
-            guard let info = try? ring.serial.describe(), info.uid == geteuid(), info.permissions.isRemovalBarrier else { continue }
-            found = true
-            if attempt >= Self.barrierPatience || !ServiceRemovalTurn.isHeld(for: name) {
-                try? ring.serial.setPermissions(info.permissions.liftingRemovalBarrier)
-            }
+        let barred = rings.compactMap { ring in Self.liftedMask(ofBarred: ring.serial).map { (ring: ring.serial, lifted: $0) } }
+        guard !barred.isEmpty else { return false }
+        if attempt >= Self.barrierPatience || !ServiceRemovalTurn.isHeld(for: name) {
+            for (ring, lifted) in barred { try? ring.setPermissions(lifted) }
+        } else {
+            usleep(10_000)
         }
-        if found, attempt < Self.barrierPatience { usleep(10_000) }
-        return found
+        return true
     }
 
     /// Lifts every bar on the service's keyrings: for a removal that holds the turn, for
     /// which any bar there is a killed remover's.
     func liftBarsInTurn() {
         for ring in (try? ServiceKeyring.rings(of: name, startingWith: home)) ?? [] {
-            guard let info = try? ring.serial.describe(), info.uid == geteuid(), info.permissions.isRemovalBarrier else { continue }
-            try? ring.serial.setPermissions(info.permissions.liftingRemovalBarrier)
+            if let lifted = Self.liftedMask(ofBarred: ring.serial) { try? ring.serial.setPermissions(lifted) }
         }
+    }
+
+    /// The mask `ring` gets back when its bar is lifted, if it is the caller's own and
+    /// carries a removal's bar; nil otherwise (one `keyctl_describe`).
+    private static func liftedMask(ofBarred ring: KeySerial) -> KeyPermissions? {
+        guard let info = try? ring.describe(), info.uid == geteuid(), info.permissions.isRemovalBarrier else { return nil }
+        return info.permissions.liftingRemovalBarrier
     }
 
     /// How many 10 ms waits a writer gives a bar whose removal holds the turn (a turn

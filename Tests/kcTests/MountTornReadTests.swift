@@ -44,12 +44,7 @@ final class MountTornReadTests: MountingTestCase {
     /// The item does not exist until the close stores it, so a reader finds nothing
     /// there; it was served the writer's unstored copy, empty or half written.
     func testAFileBeingCreatedIsAbsentToOtherReadersUntilItsWriterCloses() throws {
-        let mount = try mount()
-        let service = uniqueService()
-        XCTAssertEqual(errnoName(FileOps.mkdir(mount.file(service))), errnoName(0))
-        let path = mount.file(service, "new")
-        let (fd, openError) = FileOps.open(path, O_WRONLY | O_CREAT | O_TRUNC)
-        XCTAssertEqual(errnoName(openError), errnoName(0))
+        let (_, path, fd) = try creatorHalfWay(written: "")
         guard fd >= 0 else { return }
         defer { _ = FileOps.close(fd) }
 
@@ -69,16 +64,16 @@ final class MountTornReadTests: MountingTestCase {
     }
 
     /// A new file `new` in a new service of the mount, opened to be created
-    /// (O_CREAT | O_TRUNC) and written only as far as "half-": the open descriptor (-1 if
-    /// the open failed, which fails the test) is the caller's to close.
-    private func creatorHalfWay() throws -> (service: String, path: String, fd: Int32) {
+    /// (O_CREAT | O_TRUNC) and written only as far as `written`: the open descriptor (-1
+    /// if the open failed, which fails the test) is the caller's to close.
+    private func creatorHalfWay(written: String = "half-") throws -> (service: String, path: String, fd: Int32) {
         let mount = try mount()
         let service = uniqueService()
         XCTAssertEqual(errnoName(FileOps.mkdir(mount.file(service))), errnoName(0))
         let path = mount.file(service, "new")
         let (fd, openError) = FileOps.open(path, O_WRONLY | O_CREAT | O_TRUNC)
         XCTAssertEqual(errnoName(openError), errnoName(0))
-        if fd >= 0 { XCTAssertEqual(errnoName(FileOps.write(fd, "half-")), errnoName(0)) }
+        if fd >= 0, !written.isEmpty { XCTAssertEqual(errnoName(FileOps.write(fd, written)), errnoName(0)) }
         return (service, path, fd)
     }
 

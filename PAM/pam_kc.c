@@ -17,9 +17,25 @@
  * Why not pam_exec: on PAM 1.5.2 (Debian 12) pam_exec's expose_authtok gives a command
  * the password only in the auth stack, so a password change could not reach the vault.
  *
- * Options: kc=PATH (default /usr/local/bin/kc), timeout=SECONDS (default 60).
- * kc must be a regular file owned by root and writable by nobody else: it runs as root
- * with the password.
+ * The module, not kc, looks the user up (getpwnam_r, getgrouplist: the system's name
+ * service, so LDAP, SSSD and extrausers users too; the static kc reads /etc/passwd
+ * only) and becomes the user in the child before kc starts: kc never runs as root
+ * here, and gets HOME, USER and the groups from the module.
+ *
+ * A login never waits on kc past its budget (budget=SECONDS, default 5): one budget
+ * for the whole login, auth and session together. The time auth took travels to the
+ * session step in the PAM environment (PAM_KC_SPENT_MS, removed there), which sshd
+ * carries over from its keyboard-interactive child. kc runs as a grandchild in a
+ * process group of its own: at the budget the group is killed, and the module never
+ * waits for a kc stuck in the kernel (a FUSE request that no daemon answers cannot
+ * be interrupted, even by SIGKILL): init reaps it whenever it ends.
+ *
+ * What kc says on standard error (one line per problem, with the fix) goes to the
+ * auth log; in a password change it is also shown to the user.
+ *
+ * Options: kc=PATH (default /usr/local/bin/kc), budget=SECONDS (1 to 60, default 5;
+ * timeout= is its old name). kc must be a regular file owned by root and writable by
+ * nobody else: it gets the password.
  */
 #define _GNU_SOURCE
 #define PAM_SM_AUTH
@@ -28,7 +44,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
+#include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,35 +63,43 @@
 #include <security/pam_modules.h>
 
 #define KC_DEFAULT_PATH "/usr/local/bin/kc"
-#define KC_DEFAULT_TIMEOUT 60
+#define KC_DEFAULT_BUDGET_MS 5000
+#define KC_SPENT_VARIABLE "PAM_KC_SPENT_MS"
+#define KC_OUTPUT_LIMIT 4096
 
 struct kc_options {
     const char *kc;
-    long timeout;
+    long budget_ms;
 };
 
 static void kc_parse_options(pam_handle_t *pamh, int argc, const char **argv, struct kc_options *options) {
     options->kc = KC_DEFAULT_PATH;
-    options->timeout = KC_DEFAULT_TIMEOUT;
+    options->budget_ms = KC_DEFAULT_BUDGET_MS;
     for (int i = 0; i < argc; i++) {
+        const char *seconds_text = NULL;
         if (strncmp(argv[i], "kc=", 3) == 0 && argv[i][3] == '/') {
             options->kc = argv[i] + 3;
+        } else if (strncmp(argv[i], "budget=", 7) == 0) {
+            seconds_text = argv[i] + 7;
         } else if (strncmp(argv[i], "timeout=", 8) == 0) {
-            char *end = NULL;
-            long seconds = strtol(argv[i] + 8, &end, 10);
-            if (end != NULL && *end == '\0' && seconds > 0 && seconds <= 3600) options->timeout = seconds;
-            else pam_syslog(pamh, LOG_WARNING, "ignoring option %s: seconds from 1 to 3600", argv[i]);
+            seconds_text = argv[i] + 8;
         } else {
             pam_syslog(pamh, LOG_WARNING, "ignoring unknown option %s", argv[i]);
+        }
+        if (seconds_text != NULL) {
+            char *end = NULL;
+            double seconds = strtod(seconds_text, &end);
+            if (end != seconds_text && *end == '\0' && seconds >= 0.1 && seconds <= 60) options->budget_ms = (long)(seconds * 1000);
+            else pam_syslog(pamh, LOG_WARNING, "ignoring option %s: seconds from 0.1 to 60", argv[i]);
         }
     }
 }
 
-/* Whether a program may run as root with a password: a regular file that only root can change. */
+/* Whether a program may be given a password: a regular file that only root can change. */
 static int kc_file_is_trusted(pam_handle_t *pamh, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) {
-        pam_syslog(pamh, LOG_ERR, "cannot use %s: %s", path, strerror(errno));
+        pam_syslog(pamh, LOG_ERR, "cannot use %s: %s; install kc with Tools/setup.sh, or give its path as kc=PATH", path, strerror(errno));
         return 0;
     }
     if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
@@ -97,10 +124,111 @@ static int kc_is_trusted(pam_handle_t *pamh, const char *path) {
     return kc_file_is_trusted(pamh, full);
 }
 
+static long kc_now_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* The user as the system's name service knows them, looked up here: a static kc
+ * cannot use NSS modules, and the child must not (it is a fork of a program that may
+ * have threads). */
+struct kc_user {
+    uid_t uid;
+    gid_t gid;
+    char name[257];
+    char home[PATH_MAX];
+    gid_t groups[256];
+    int group_count;
+};
+
+static int kc_look_up(pam_handle_t *pamh, const char *name, struct kc_user *user) {
+    struct passwd entry, *found = NULL;
+    char buffer[16384];
+    int error = getpwnam_r(name, &entry, buffer, sizeof buffer, &found);
+    if (found == NULL) {
+        pam_syslog(pamh, LOG_NOTICE, "kc: no user named %s in the system's user database (%s); nothing to unlock",
+                   name, error != 0 ? strerror(error) : "getpwnam");
+        return 0;
+    }
+    if (entry.pw_dir == NULL || entry.pw_dir[0] != '/' || strlen(entry.pw_dir) >= sizeof user->home) {
+        pam_syslog(pamh, LOG_NOTICE, "kc: user %s has no absolute home folder; nothing to unlock", name);
+        return 0;
+    }
+    user->uid = entry.pw_uid;
+    user->gid = entry.pw_gid;
+    snprintf(user->name, sizeof user->name, "%s", name);
+    snprintf(user->home, sizeof user->home, "%s", entry.pw_dir);
+    int count = (int)(sizeof user->groups / sizeof user->groups[0]);
+    if (getgrouplist(name, entry.pw_gid, user->groups, &count) < 0) {
+        pam_syslog(pamh, LOG_WARNING, "kc: user %s is in more than %d groups; kc runs with the first %d", name, count, count);
+        count = (int)(sizeof user->groups / sizeof user->groups[0]);
+    }
+    user->group_count = count;
+    return 1;
+}
+
+/* The child's child, kc: standard input is the socket, standard error and output the
+ * pipe back to the module; it becomes the user (unless it is the user already: a
+ * screen locker runs PAM as the user) and runs kc with only what kc reads in its
+ * environment. Never returns. */
+static void kc_exec(int input, int output, const char *kc, char *const arguments[], const struct kc_user *user,
+                    const char *type, const char *service) {
+    if (dup2(input, STDIN_FILENO) < 0 || dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0) _exit(127);
+    closefrom(STDERR_FILENO + 1);
+    if (getuid() != user->uid || geteuid() != user->uid) {
+        if (setgroups((size_t)user->group_count, user->groups) != 0 || setgid(user->gid) != 0 || setuid(user->uid) != 0) {
+            dprintf(STDERR_FILENO, "kc: could not become %s (uid %u): %s; PAM runs kc as root for a login\n",
+                    user->name, (unsigned)user->uid, strerror(errno));
+            _exit(126);
+        }
+        if (getuid() != user->uid || geteuid() != user->uid || getgid() != user->gid) _exit(126);
+    }
+    char user_variable[300], logname_variable[300], home_variable[PATH_MAX + 8], type_variable[64], service_variable[300];
+    snprintf(user_variable, sizeof user_variable, "PAM_USER=%s", user->name);
+    snprintf(logname_variable, sizeof logname_variable, "USER=%s", user->name);
+    snprintf(home_variable, sizeof home_variable, "HOME=%s", user->home);
+    snprintf(type_variable, sizeof type_variable, "PAM_TYPE=%s", type);
+    snprintf(service_variable, sizeof service_variable, "PAM_SERVICE=%s", service);
+    char *environment[] = {user_variable, logname_variable, home_variable, type_variable, service_variable,
+                           "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+    execve(kc, arguments, environment);
+    dprintf(STDERR_FILENO, "kc: cannot run %s: %s\n", kc, strerror(errno));
+    _exit(127);
+}
+
+/* The module's child: leads a process group of its own, starts kc in it, tells the
+ * module kc's pid, and ends with kc's exit status (128 + the signal that killed it).
+ * The module never waits on kc itself: only on this process, which a kill ends at once. */
+static void kc_supervise(int input, int output, int report, const char *kc, char *const arguments[],
+                         const struct kc_user *user, const char *type, const char *service) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int sig = 1; sig < NSIG; sig++) signal(sig, SIG_DFL);
+    setpgid(0, 0);
+    pid_t child = fork();
+    if (child < 0) _exit(125);
+    if (child == 0) {
+        close(report);
+        kc_exec(input, output, kc, arguments, user, type, service);
+    }
+    close(input);
+    close(output);
+    (void)!write(report, &child, sizeof child);
+    close(report);
+    int status;
+    while (waitpid(child, &status, 0) < 0) {
+        if (errno != EINTR) _exit(125);
+    }
+    if (WIFSIGNALED(status)) _exit(128 + WTERMSIG(status));
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 125);
+}
+
 static void kc_send_all(int fd, const char *bytes, size_t count) {
     while (count > 0) {
         /* MSG_NOSIGNAL: a kc that exits early must not kill the login with SIGPIPE. */
-        ssize_t sent = send(fd, bytes, count, MSG_NOSIGNAL);
+        ssize_t sent = send(fd, bytes, count, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (sent < 0 && errno == EINTR) continue;
         if (sent <= 0) return;
         bytes += sent;
@@ -108,120 +236,205 @@ static void kc_send_all(int fd, const char *bytes, size_t count) {
     }
 }
 
-/* The child: standard input is the socket, output goes nowhere, and the environment
- * holds only what kc reads. Never returns. */
-static void kc_exec_child(int input, const char *kc, char *const arguments[], const char *user,
-                          const char *type, const char *service) {
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    signal(SIGCHLD, SIG_DFL);
-    if (dup2(input, STDIN_FILENO) < 0) _exit(127);
-    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (null < 0 || dup2(null, STDOUT_FILENO) < 0 || dup2(null, STDERR_FILENO) < 0) _exit(127);
-    closefrom(STDERR_FILENO + 1);
-
-    char user_variable[512], type_variable[64], service_variable[512];
-    snprintf(user_variable, sizeof user_variable, "PAM_USER=%s", user);
-    snprintf(type_variable, sizeof type_variable, "PAM_TYPE=%s", type);
-    snprintf(service_variable, sizeof service_variable, "PAM_SERVICE=%s", service);
-    char *environment[] = {user_variable, type_variable, service_variable,
-                           "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-    execve(kc, arguments, environment);
-    _exit(127);
-}
-
-/* Says how kc ended, unless it loaded what it could (0), or said in the vault's status
- * why not all (2). 126 and 127 are a kc that could not run: the module's own exec, or
- * kc's front without the full kc beside it (docs/FRONT.md). */
-static void kc_log_end(pam_handle_t *pamh, int status) {
-    if (WIFSIGNALED(status))
-        pam_syslog(pamh, LOG_ERR, "kc was killed by signal %d; see 'kc vault status'", WTERMSIG(status));
-    else if (!WIFEXITED(status))
-        pam_syslog(pamh, LOG_ERR, "kc ended with wait status %d", status);
-    else if (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127)
-        pam_syslog(pamh, LOG_ERR, "kc could not run (exit status %d): install kc and kc-full together with Tools/setup.sh",
-                   WEXITSTATUS(status));
-    else if (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 2)
-        pam_syslog(pamh, LOG_NOTICE, "kc exited with status %d; see 'kc vault status'", WEXITSTATUS(status));
-}
-
-/* Waits for the child at most `timeout` seconds, then kills it: a login never hangs on kc.
- * A program that reaps its children itself (a SIGCHLD handler) may have taken it: ECHILD. */
-static void kc_wait(pam_handle_t *pamh, pid_t child, long timeout) {
-    const struct timespec step = {0, 10 * 1000 * 1000};
-    for (long waited = 0; waited < timeout * 100; waited++) {
-        int status;
-        pid_t done = waitpid(child, &status, WNOHANG);
-        if (done == child) {
-            kc_log_end(pamh, status);
-            return;
-        }
-        if (done < 0 && errno != EINTR) return;
-        nanosleep(&step, NULL);
+/* kc's output, one log line (and, when `show`, one message to the user) per line. */
+static void kc_log_output(pam_handle_t *pamh, const struct kc_user *user, char *output, size_t length, int show) {
+    output[length] = '\0';
+    for (char *line = output, *next; line != NULL && *line != '\0'; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL) *next++ = '\0';
+        for (char *c = line; *c != '\0'; c++) if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+        if (*line == '\0') continue;
+        pam_syslog(pamh, LOG_NOTICE, "user %s: %s", user->name, line);
+        if (show) pam_error(pamh, "%s", line);
     }
-    pam_syslog(pamh, LOG_ERR, "kc took over %ld seconds; stopped it", timeout);
-    kill(child, SIGKILL);
-    while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {}
 }
 
-/* Runs kc for `type` with `input` (length `length`) on its standard input. */
-static void kc_run(pam_handle_t *pamh, int argc, const char **argv, const char *type,
-                   char *const subcommand[], const char *input, size_t length) {
-    struct kc_options options;
-    kc_parse_options(pamh, argc, argv, &options);
-    const void *item = NULL;
-    if (pam_get_item(pamh, PAM_USER, &item) != PAM_SUCCESS || item == NULL || *(const char *)item == '\0') return;
-    const char *user = item;
-    item = NULL;
-    const char *service = (pam_get_item(pamh, PAM_SERVICE, &item) == PAM_SUCCESS && item != NULL) ? item : "";
-    if (strlen(user) > 256 || strlen(service) > 256) return;
-    if (!kc_is_trusted(pamh, options.kc)) return;
+/* Says how kc ended when it did not say so itself. */
+static void kc_log_end(pam_handle_t *pamh, const struct kc_user *user, int code, int said_something) {
+    if (code == 0 || (said_something && code < 125)) return;
+    if (code == 126 || code == 127) {
+        if (!said_something)
+            pam_syslog(pamh, LOG_ERR, "user %s: kc could not run (exit status %d): install kc and kc-full together with Tools/setup.sh",
+                       user->name, code);
+    } else if (code > 128) {
+        pam_syslog(pamh, LOG_ERR, "user %s: kc was killed by signal %d; see 'kc vault status'", user->name, code - 128);
+    } else if (code == 125) {
+        pam_syslog(pamh, LOG_ERR, "user %s: kc could not be started or waited for", user->name);
+    } else {
+        pam_syslog(pamh, LOG_NOTICE, "user %s: kc exited with status %d; see 'kc vault status'", user->name, code);
+    }
+}
 
-    char *arguments[8] = {(char *)options.kc};
+/* Whether a process is stuck in the kernel: state D in /proc/PID/stat. */
+static int kc_is_stuck(pid_t pid) {
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t length = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (length <= 0) return 0;
+    text[length] = '\0';
+    char *end = strrchr(text, ')');
+    return end != NULL && end[1] == ' ' && end[2] == 'D';
+}
+
+/* Runs kc for `type` with `input` on its standard input, for at most `budget_ms`.
+ * Returns the milliseconds it took. */
+static long kc_run(pam_handle_t *pamh, const struct kc_options *options, const struct kc_user *user, const char *type,
+                   char *const subcommand[], const char *input, size_t length, long budget_ms, int show) {
+    const long started = kc_now_ms();
+    const void *item = NULL;
+    const char *service = (pam_get_item(pamh, PAM_SERVICE, &item) == PAM_SUCCESS && item != NULL) ? item : "";
+    if (strlen(service) > 256) service = "";
+    char *arguments[8] = {(char *)options->kc};
     for (int i = 0; subcommand[i] != NULL && i < 6; i++) arguments[i + 1] = subcommand[i];
 
-    int pair[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-        pam_syslog(pamh, LOG_ERR, "socketpair: %s", strerror(errno));
-        return;
+    int pair[2] = {-1, -1}, output[2] = {-1, -1}, report[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0 || pipe2(output, O_CLOEXEC) != 0 ||
+        pipe2(report, O_CLOEXEC) != 0) {
+        pam_syslog(pamh, LOG_ERR, "user %s: kc not run: %s", user->name, strerror(errno));
+        for (int i = 0; i < 2; i++) {
+            if (pair[i] >= 0) close(pair[i]);
+            if (output[i] >= 0) close(output[i]);
+            if (report[i] >= 0) close(report[i]);
+        }
+        return kc_now_ms() - started;
     }
     /* While kc runs, SIGCHLD takes its default action, as pam_unix does for its helper:
      * a program that ignores it (its children are then reaped by the kernel, and
-     * waitpid cannot wait for them) or reaps them in a handler would otherwise let
-     * the login go on before kc is done. */
+     * waitpid cannot wait for them) or reaps them in a handler would otherwise take
+     * the module's child. */
     struct sigaction default_action, saved_action;
     memset(&default_action, 0, sizeof default_action);
     default_action.sa_handler = SIG_DFL;
     sigemptyset(&default_action.sa_mask);
     sigaction(SIGCHLD, &default_action, &saved_action);
-    pid_t child = fork();
-    if (child < 0) {
-        pam_syslog(pamh, LOG_ERR, "fork: %s", strerror(errno));
-    } else if (child == 0) {
-        kc_exec_child(pair[1], options.kc, arguments, user, type, service);
+    pid_t supervisor = fork();
+    if (supervisor == 0) kc_supervise(pair[1], output[1], report[1], options->kc, arguments, user, type, service);
+    close(pair[1]);
+    close(output[1]);
+    close(report[1]);
+    if (supervisor < 0) {
+        pam_syslog(pamh, LOG_ERR, "user %s: kc not run: fork: %s", user->name, strerror(errno));
     } else {
-        close(pair[1]);
-        pair[1] = -1;
+        /* The group exists from the child's setpgid on; set it here too, so a kill at
+         * once after fork reaches it. */
+        setpgid(supervisor, supervisor);
         kc_send_all(pair[0], input, length);
         shutdown(pair[0], SHUT_WR);
-        kc_wait(pamh, child, options.timeout);
+
+        char said[KC_OUTPUT_LIMIT + 1];
+        size_t said_length = 0;
+        pid_t kc = 0;
+        int code = -1;
+        const long deadline = started + budget_ms;
+        int output_open = 1, report_open = 1;
+        while (code < 0) {
+            int status;
+            pid_t done = waitpid(supervisor, &status, WNOHANG);
+            if (done == supervisor) {
+                code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                break;
+            }
+            if (done < 0 && errno != EINTR) break;  /* taken by someone else: nothing to wait for */
+            long left = deadline - kc_now_ms();
+            if (left <= 0) break;
+            struct pollfd fds[2] = {{output_open ? output[0] : -1, POLLIN, 0}, {report_open ? report[0] : -1, POLLIN, 0}};
+            int ready = poll(fds, 2, left < 10 ? (int)left : 10);
+            if (ready > 0 && (fds[1].revents & (POLLIN | POLLHUP))) {
+                if (read(report[0], &kc, sizeof kc) != sizeof kc) kc = 0;
+                report_open = 0;
+            }
+            if (ready > 0 && (fds[0].revents & (POLLIN | POLLHUP))) {
+                char scrap[512];
+                char *into = said_length < KC_OUTPUT_LIMIT ? said + said_length : scrap;
+                size_t room = said_length < KC_OUTPUT_LIMIT ? KC_OUTPUT_LIMIT - said_length : sizeof scrap;
+                ssize_t got = read(output[0], into, room);
+                if (got > 0 && into != scrap) said_length += (size_t)got;
+                if (got == 0) output_open = 0;
+            }
+        }
+        if (code >= 0) {
+            /* What kc wrote last: it has ended, so what is in the pipe is all there is
+             * (unless a child of its holds the pipe: then no more than is there). */
+            fcntl(output[0], F_SETFL, O_NONBLOCK);
+            while (said_length < KC_OUTPUT_LIMIT) {
+                ssize_t got = read(output[0], said + said_length, KC_OUTPUT_LIMIT - said_length);
+                if (got <= 0) break;
+                said_length += (size_t)got;
+            }
+            kc_log_output(pamh, user, said, said_length, show);
+            kc_log_end(pamh, user, code, said_length > 0);
+        } else {
+            kill(-supervisor, SIGKILL);
+            kill(supervisor, SIGKILL);
+            /* The supervisor only waits: a kill ends it at once. Never wait long on it. */
+            for (int i = 0; i < 200 && waitpid(supervisor, NULL, WNOHANG) == 0; i++) {
+                const struct timespec step = {0, 1000 * 1000};
+                nanosleep(&step, NULL);
+            }
+            kc_log_output(pamh, user, said, said_length, 0);
+            const struct timespec settle = {0, 20 * 1000 * 1000};
+            nanosleep(&settle, NULL);
+            int stuck = kc > 0 && kc_is_stuck(kc);
+            pam_syslog(pamh, LOG_ERR,
+                       "user %s: kc %s (pid %d) was still running when the login's %ld ms for kc ran out; killed it%s",
+                       user->name, type, (int)kc, options->budget_ms,
+                       stuck ? ", but it is stuck in the kernel (a filesystem under the user's home that does not answer?): it ends when that filesystem answers"
+                             : "; see 'kc vault status'");
+        }
     }
     sigaction(SIGCHLD, &saved_action, NULL);
     close(pair[0]);
-    if (pair[1] >= 0) close(pair[1]);
+    close(output[0]);
+    close(report[0]);
+    return kc_now_ms() - started;
+}
+
+/* The user, if kc should run for them: PAM_USER as the name service knows it, with
+ * kc installed as it must be. */
+static int kc_prepare(pam_handle_t *pamh, int argc, const char **argv, struct kc_options *options, struct kc_user *user) {
+    kc_parse_options(pamh, argc, argv, options);
+    const void *item = NULL;
+    if (pam_get_item(pamh, PAM_USER, &item) != PAM_SUCCESS || item == NULL || *(const char *)item == '\0') return 0;
+    if (strlen(item) > 256) return 0;
+    if (!kc_is_trusted(pamh, options->kc)) return 0;
+    return kc_look_up(pamh, item, user);
 }
 
 static char *kc_unlock[] = {"unlock", "--pam", NULL};
 static char *kc_passwd[] = {"vault", "passwd", "--pam", NULL};
+static char *kc_passwd_check[] = {"vault", "passwd", "--pam", "--check", NULL};
+
+/* How much of the login's budget kc spent before this step: kept in the PAM
+ * environment, which sshd carries from its authentication child to the session. */
+static long kc_spent(pam_handle_t *pamh) {
+    const char *text = pam_getenv(pamh, KC_SPENT_VARIABLE);
+    if (text == NULL) return 0;
+    char *end = NULL;
+    long spent = strtol(text, &end, 10);
+    return (end != text && *end == '\0' && spent > 0) ? spent : 0;
+}
+
+static void kc_record_spent(pam_handle_t *pamh, long spent) {
+    char variable[64];
+    snprintf(variable, sizeof variable, KC_SPENT_VARIABLE "=%ld", spent);
+    pam_putenv(pamh, variable);
+}
 
 PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv) {
     (void)flags;
     const void *password = NULL;
     /* The password an earlier module checked; never ask for one. */
     if (pam_get_item(pamh, PAM_AUTHTOK, &password) != PAM_SUCCESS || password == NULL) return PAM_IGNORE;
-    kc_run(pamh, argc, argv, "auth", kc_unlock, password, strlen(password));
+    struct kc_options options;
+    struct kc_user user;
+    if (!kc_prepare(pamh, argc, argv, &options, &user)) return PAM_IGNORE;
+    long spent = kc_spent(pamh);
+    if (spent >= options.budget_ms) return PAM_IGNORE;
+    spent += kc_run(pamh, &options, &user, "auth", kc_unlock, password, strlen(password), options.budget_ms - spent, 0);
+    kc_record_spent(pamh, spent);
     return PAM_IGNORE;
 }
 
@@ -232,7 +445,18 @@ PAM_EXTERN int pam_sm_setcred(pam_handle_t *pamh, int flags, int argc, const cha
 
 PAM_EXTERN int pam_sm_open_session(pam_handle_t *pamh, int flags, int argc, const char **argv) {
     (void)flags;
-    kc_run(pamh, argc, argv, "open_session", kc_unlock, "", 0);
+    struct kc_options options;
+    struct kc_user user;
+    long spent = kc_spent(pamh);
+    /* The login's own environment does not keep it. */
+    if (pam_getenv(pamh, KC_SPENT_VARIABLE) != NULL) pam_putenv(pamh, KC_SPENT_VARIABLE);
+    if (!kc_prepare(pamh, argc, argv, &options, &user)) return PAM_IGNORE;
+    if (spent >= options.budget_ms) {
+        pam_syslog(pamh, LOG_NOTICE, "user %s: kc's %ld ms of this login were spent in auth; its session step is skipped: run 'kc unlock' in the session",
+                   user.name, options.budget_ms);
+        return PAM_IGNORE;
+    }
+    kc_run(pamh, &options, &user, "open_session", kc_unlock, "", 0, options.budget_ms - spent, 0);
     return PAM_IGNORE;
 }
 
@@ -242,12 +466,21 @@ PAM_EXTERN int pam_sm_close_session(pam_handle_t *pamh, int flags, int argc, con
 }
 
 PAM_EXTERN int pam_sm_chauthtok(pam_handle_t *pamh, int flags, int argc, const char **argv) {
-    /* The first pass only checks that a change could go ahead; the new token exists in
-     * the second. */
+    struct kc_options options;
+    struct kc_user user;
+    const int show = (flags & PAM_SILENT) == 0;
+    if ((flags & PAM_PRELIM_CHECK) != 0) {
+        /* Before the password changes: can the vault take its new passphrase? If not,
+         * the user hears it now, with the fix, while the old password still works. */
+        if (kc_prepare(pamh, argc, argv, &options, &user))
+            kc_run(pamh, &options, &user, "password", kc_passwd_check, "", 0, options.budget_ms, show);
+        return PAM_IGNORE;
+    }
     if ((flags & PAM_UPDATE_AUTHTOK) == 0) return PAM_IGNORE;
     const void *old = NULL, *new = NULL;
     if (pam_get_item(pamh, PAM_AUTHTOK, &new) != PAM_SUCCESS || new == NULL) return PAM_IGNORE;
     if (pam_get_item(pamh, PAM_OLDAUTHTOK, &old) != PAM_SUCCESS) old = NULL;
+    if (!kc_prepare(pamh, argc, argv, &options, &user)) return PAM_IGNORE;
     size_t old_length = old != NULL ? strlen(old) : 0, new_length = strlen(new);
     /* Tokens hold no NUL byte (PAM keeps them as C strings): "OLD\0NEW". */
     char *input = malloc(old_length + 1 + new_length);
@@ -255,7 +488,7 @@ PAM_EXTERN int pam_sm_chauthtok(pam_handle_t *pamh, int flags, int argc, const c
     if (old_length > 0) memcpy(input, old, old_length);
     input[old_length] = '\0';
     memcpy(input + old_length + 1, new, new_length);
-    kc_run(pamh, argc, argv, "password", kc_passwd, input, old_length + 1 + new_length);
+    kc_run(pamh, &options, &user, "password", kc_passwd, input, old_length + 1 + new_length, options.budget_ms, show);
     explicit_bzero(input, old_length + 1 + new_length);
     free(input);
     return PAM_IGNORE;

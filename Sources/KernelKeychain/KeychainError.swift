@@ -290,7 +290,7 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
         case .vaultNotUnlockedOnThisMachine(let path):
             return "device-only items cannot be saved to the vault at \(path) yet: it came from another machine; run 'kc unlock' once here"
         case .cannotSwitchUser(let user, let reason):
-            return "cannot become user '\(user)': \(reason); nothing was loaded (run pam_exec without seteuid)"
+            return "cannot become user '\(user)': \(reason); nothing was loaded"
         case .sharedWithAnotherGroup(let service, let current, let requested):
             return "'\(service)' is already shared with group '\(current.name)'; to share it with '\(requested.name)' instead run 'kc share \(service) --group \(requested.name)'"
         }

@@ -22,6 +22,12 @@ struct PassphraseOptions: ParsableArguments {
         if let passphraseFD { try validateDescriptor(passphraseFD, option: "--passphrase-fd") }
     }
 
+    /// Where ``read(prompt:confirm:)`` reads, for messages.
+    var source: String {
+        if let passphraseFD { return "--passphrase-fd \(passphraseFD)" }
+        return standardInputIsTerminal ? "the terminal" : "standard input"
+    }
+
     /// The passphrase; `confirm` asks twice at a terminal. The caller zeroes it.
     func read(prompt: String, confirm: Bool = false) throws -> [UInt8] {
         if let fd = passphraseFD { return try readPassphrase(fd: fd, what: "--passphrase-fd \(fd)") }
@@ -70,6 +76,18 @@ func readPassphrase(fd: Int32, what: String, keepNewline: Bool = false, limit: I
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }  // a file saved with CRLF line ends
     }
     return bytes
+}
+
+/// Refuses a new passphrase that no login and no one-line prompt could ever give: one
+/// with a line break or a NUL byte in it (`printf 'pw\npw\n' | kc vault init`, answering
+/// twice as a terminal would ask, reads as the passphrase "pw\npw"). PAM passes the
+/// login password as one line without NUL; `kc unlock` drops one trailing newline.
+func requireOneLine(_ passphrase: [UInt8], what: String) throws {
+    if let bad = passphrase.first(where: { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") || $0 == 0 }) {
+        let kind = bad == 0 ? "a NUL byte" : "a line break"
+        standardError("kc: the new passphrase from \(what) holds \(kind), so no login could ever type it; give it once, on one line (printf '%s\\n' PASSPHRASE | kc vault init); nothing was changed")
+        throw ExitStatus.usage
+    }
 }
 
 /// A file descriptor given on the command line is 0 or more.

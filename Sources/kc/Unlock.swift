@@ -85,6 +85,12 @@ extension KC {
                     ?? vault.unlock(passphrase: password, levels: [.afterFirstUnlock, .always])
                 try show(report, json: false, quietUnlessProblem: true)
             case "open_session":
+                if let owner = Vault.sessionKeyringOfAnotherUser {
+                    // Not the vault's problem: the status keeps what it said.
+                    let service = getenv("PAM_SERVICE").map { String(cString: $0) } ?? "SERVICE"
+                    standardError("kc: this session shares the session keyring of uid \(owner) (su or sudo without 'session optional pam_keyinit.so force revoke' in /etc/pam.d/\(service)), so its when-unlocked items were not loaded; in it, run 'keyctl new_session' then 'kc unlock'")
+                    return
+                }
                 let report = try vault.unlockWithStashedIdentity(levels: [.whenUnlocked])
                 if let report { try show(report, json: false, quietUnlessProblem: true) }
             default:

@@ -54,6 +54,7 @@ extension KC.VaultCommand {
             if vault.exists { throw KeychainError.vaultAlreadyExists(path: vault.path) }
             var secret = try passphrase.read(prompt: "New passphrase for the vault at \(vault.path): ", confirm: true)
             defer { secret.overwriteWithZeros() }
+            try requireOneLine(secret, what: passphrase.source)
             _ = try Vault.create(at: vault, passphrase: secret, workFactor: workFactor)
             standardError("kc: vault created at \(vault.path); items you store from now on are saved (kc set --ephemeral keeps one in the kernel only)")
         }
@@ -120,11 +121,17 @@ extension KC.VaultCommand {
         @Option(parsing: .unconditional, help: ArgumentHelp("Read the new passphrase from this file descriptor.", valueName: "fd"))
         var newPassphraseFD: Int32?
 
+        /// With --pam: PAM's preliminary pass, before the login password changes; only
+        /// checks that the vault's new passphrase could be saved.
+        @Flag(help: .hidden)
+        var check = false
+
         @Option(parsing: .unconditional, help: ArgumentHelp("A new scrypt work factor (10 to 22); default: keep the current one.", valueName: "factor"))
         var workFactor: Int?
 
         func validate() throws {
             if let newPassphraseFD { try validateDescriptor(newPassphraseFD, option: "--new-passphrase-fd") }
+            if check && !pam { throw ValidationError("--check is for PAM's password step: use it with --pam") }
             if let workFactor { try validateWorkFactor(workFactor) }
         }
 
@@ -144,6 +151,7 @@ extension KC.VaultCommand {
                 throw ExitStatus.usage
             }
             defer { new.overwriteWithZeros() }
+            try requireOneLine(new, what: newPassphraseFD.map { "--new-passphrase-fd \($0)" } ?? "the terminal")
             try vault.changePassphrase(from: old, to: new, workFactor: workFactor)
             standardError("kc: passphrase changed")
         }
@@ -152,6 +160,18 @@ extension KC.VaultCommand {
         /// fails the password change (what went wrong is in `kc vault status`).
         private func runForPAM() throws {
             let user = try pamUser()
+            if check {
+                try PAMUser.become(user, newSession: false)
+                let vault = try Vault.atDefaultLocation()
+                guard vault.exists else { return }
+                do {
+                    try vault.checkPassphraseCanChange()
+                } catch {
+                    standardError("kc: your vault's passphrase cannot follow a new password now: \(error.description.prefix { $0 != ";" }); the vault would keep opening with your old password only. Fix that first, or after the change run 'kc vault passwd'")
+                    throw ExitStatus.failure
+                }
+                return
+            }
             var input = try readPassphrase(fd: 0, what: "PAM", keepNewline: true, limit: 2 * 4096 + 1)
             defer { input.overwriteWithZeros() }
             guard let separator = input.firstIndex(of: 0) else {
@@ -165,7 +185,12 @@ extension KC.VaultCommand {
             guard vault.exists, !new.isEmpty else { return }  // no vault, or nothing to follow
             switch try vault.followLoginPassword(from: old.isEmpty ? nil : old, to: new) {
             case .followed, .alreadyFollows: return
-            case .oldPasswordUnknown, .notTheLoginPassword: throw ExitStatus.failure
+            case .oldPasswordUnknown:
+                standardError("kc: the login password of \(user) was set without the old one (root: passwd \(user), chpasswd), so the vault at \(vault.path) kept its passphrase and login cannot unlock it; \(user) runs 'kc vault passwd' with the vault's old passphrase")
+                throw ExitStatus.failure
+            case .notTheLoginPassword:
+                standardError("kc: the vault at \(vault.path) has a passphrase of its own (not the old login password), so it was left as it was; login does not unlock it ('kc vault passwd' sets it to the login password)")
+                throw ExitStatus.failure
             }
         }
     }

@@ -67,6 +67,16 @@ extension Anchor {
     /// the owner's own processes, which hold both) before it stores into them. The
     /// persistent keyring's mask cannot be changed (the kernel gives no one setattr on
     /// it); SECURITY.md says what that leaves.
+    ///
+    /// Possessors keep "search" and "link" on the user keyring, and only those:
+    /// pam_keyinit links it into each new login's session keyring (`keyctl link @u
+    /// @s`) with the real uid the user's and the effective uid 0, which holds it as a
+    /// possessor only, and the kernel finds the user keyring for it by a search
+    /// (measured: without "search" the link fails with ENOKEY, without "link" with
+    /// EACCES). Without both, every later login's session would lose the user keyring
+    /// until reboot, and with it what `request_key` and `keyctl search @s` find there.
+    /// Neither lets another uid look inside: a search descends only into keys that
+    /// grant the searcher "search" too, and kc's own keys grant possessors nothing.
     func serialForWriting() throws(KeychainError) -> KeySerial {
         if self == .persistent { return try serial() }
         var anchor = self == .session ? SpecialKeyring.session.serial : try Anchor.user.serial()
@@ -83,10 +93,13 @@ extension Anchor {
         }
         guard info.uid == geteuid() else { throw .sessionOfAnotherUser(uid: info.uid) }
         let possessor = info.permissions.possessorRights
-        if !possessor.isEmpty {
+        // (A user keyring an older kc left without "link" gets it back.)
+        let kept: KeyPermissions.Rights = self == .user ? [.search, .link] : []
+        if possessor != kept {
             let rights = info.permissions.userRights.union(possessor)
             let others = KeyPermissions(rawValue: info.permissions.rawValue & 0x0000_ffff)
-            do { try anchor.setPermissions(KeyPermissions.user(rights).union(others)) } catch { throw KeychainError(error) }
+            let mask = KeyPermissions.possessor(kept).union(.user(rights)).union(others)
+            do { try anchor.setPermissions(mask) } catch { throw KeychainError(error) }
         }
         return anchor
     }

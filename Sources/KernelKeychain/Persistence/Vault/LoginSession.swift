@@ -89,3 +89,17 @@ internal enum LoginSession {
         return Int64(String(decoding: bytes, as: UTF8.self))
     }
 }
+
+extension Vault {
+    /// The uid whose session keyring this process has, when it is not the caller's:
+    /// a session opened by `su USER` or `sudo -u USER` without pam_keyinit in its stack
+    /// shares the caller's (root's) session keyring, where the user's `when-unlocked`
+    /// items must not go (root could remove or replace them). Nil when the session
+    /// keyring is the caller's, or there is none yet.
+    public static var sessionKeyringOfAnotherUser: UInt32? {
+        guard let session = try? SpecialKeyring.session.serial.resolved(create: false),
+              let info = try? session.describe(), info.uid != geteuid()
+        else { return nil }
+        return info.uid
+    }
+}

@@ -102,6 +102,20 @@ public struct Vault: Sendable {
         recordLoginPasswordChange(withoutVaultSince: nil)
     }
 
+    /// Whether a new passphrase could be saved now: the identity file sealed again can
+    /// be staged beside the vault (room on the disk, folders writable) and put in its
+    /// place. PAM's preliminary password step asks, so a user hears it before the login
+    /// password changes, while the old one still opens the vault. Nothing is changed.
+    public func checkPassphraseCanChange() throws(KeychainError) {
+        try requireExisting()
+        let size = try readIdentityFile().count
+        // An sealed identity's size varies by a few bytes with the work factor's digits.
+        var filler = [UInt8](repeating: 0x2d, count: size + 64)
+        defer { filler.overwriteWithZeros() }
+        let staged = try directory.stage(filler, for: directory.identityFile)
+        directory.remove(staged.path)
+    }
+
     /// What ``followLoginPassword(from:to:)`` did.
     public enum LoginPasswordChange: Sendable, Equatable {
         /// The vault's passphrase was the old login password; it is the new one now.
@@ -137,6 +151,12 @@ public struct Vault: Sendable {
             }
             recordStatus(unlocked: false, error: "the login password changed, but the vault's passphrase was not the old login password, so it was left as it was; login unlocks the vault only if its passphrase is your login password ('kc vault passwd')")
             return .notTheLoginPassword
+        } catch {
+            // The vault still opens with the old login password: a user who forgets it
+            // would lose the vault, so the next unlock and `kc vault status` say so.
+            recordLoginPasswordChange(withoutVaultSince: Deadline.now)
+            recordStatus(unlocked: false, error: "the login password changed, but the vault's passphrase could not follow it (\(error.description)); the vault still opens with the old login password: once that is fixed, run 'kc vault passwd'")
+            throw error
         }
     }
 

@@ -253,9 +253,8 @@ static void kc_log_output(pam_handle_t *pamh, const struct kc_user *user, char *
 static void kc_log_end(pam_handle_t *pamh, const struct kc_user *user, int code, int said_something) {
     if (code == 0 || (said_something && code < 125)) return;
     if (code == 126 || code == 127) {
-        if (!said_something)
-            pam_syslog(pamh, LOG_ERR, "user %s: kc could not run (exit status %d): install kc and kc-full together with Tools/setup.sh",
-                       user->name, code);
+        pam_syslog(pamh, LOG_ERR, "user %s: kc could not run (exit status %d): install kc and kc-full together with Tools/setup.sh",
+                   user->name, code);
     } else if (code > 128) {
         pam_syslog(pamh, LOG_ERR, "user %s: kc was killed by signal %d; see 'kc vault status'", user->name, code - 128);
     } else if (code == 125) {

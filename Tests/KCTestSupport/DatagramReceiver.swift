@@ -9,9 +9,18 @@ import Glibc
 /// A bound AF_UNIX datagram socket a test listens on, standing in for systemd's
 /// `$NOTIFY_SOCKET`, journald's socket or syslog's /dev/log. `address` is a path, or an
 /// abstract name written `@name`; a path is removed when the receiver is closed.
-public final class DatagramReceiver {
+///
+/// A thread reads every datagram as it comes, into memory: a Unix datagram socket
+/// queues only `net.unix.max_dgram_qlen` (10) unread datagrams, and then blocks every
+/// sender. A syslog() call in pam_unix or runuser would wait for good on a test that
+/// reads later, and the test on it.
+public final class DatagramReceiver: @unchecked Sendable {
     public let address: String
     private var descriptor: Int32
+    private let condition = NSCondition()
+    private var received: [[UInt8]] = []
+    private var stopped = false
+    private var reader: Thread?
 
     public init(address: String) throws {
         self.address = address
@@ -27,6 +36,26 @@ public final class DatagramReceiver {
             throw NSError(domain: NSPOSIXErrorDomain, code: Int(code), userInfo: [NSLocalizedDescriptionKey: "bind \(address)"])
         }
         if !address.hasPrefix("@") { chmod(address, 0o666) }
+        let fd = descriptor
+        let thread = Thread { [weak self] in
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while let self {
+                self.condition.lock()
+                let done = self.stopped
+                self.condition.unlock()
+                if done { return }
+                var watched = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&watched, 1, 50) > 0 else { continue }
+                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                guard count >= 0 else { continue }
+                self.condition.lock()
+                self.received.append(Array(buffer[..<count]))
+                self.condition.broadcast()
+                self.condition.unlock()
+            }
+        }
+        reader = thread
+        thread.start()
     }
 
     /// A fresh abstract address, or a fresh path under /tmp.
@@ -38,17 +67,12 @@ public final class DatagramReceiver {
     /// The next datagram, or nil if none arrives within `seconds`.
     public func receive(within seconds: Double) -> [UInt8]? {
         let deadline = Date().addingTimeInterval(seconds)
-        while true {
-            let left = Int32(max(0, deadline.timeIntervalSinceNow) * 1000)
-            var watched = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&watched, 1, left)
-            if ready < 0 && errno == EINTR { continue }
-            guard ready > 0 else { return nil }
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-            if count < 0 { return nil }
-            return Array(buffer[..<count])
+        condition.lock()
+        defer { condition.unlock() }
+        while received.isEmpty {
+            guard condition.wait(until: deadline) || !received.isEmpty else { return nil }
         }
+        return received.removeFirst()
     }
 
     /// Datagrams until one satisfies `matches` (returned) or `seconds` pass (nil).
@@ -62,7 +86,13 @@ public final class DatagramReceiver {
     }
 
     public func close() {
-        guard descriptor >= 0 else { return }
+        condition.lock()
+        let wasStopped = stopped
+        stopped = true
+        condition.unlock()
+        guard !wasStopped, descriptor >= 0 else { return }
+        // The reader sees `stopped` within one poll; then the descriptor can go.
+        while let reader, !reader.isFinished { usleep(10_000) }
         Glibc.close(descriptor)
         descriptor = -1
         if !address.hasPrefix("@") { unlink(address) }

@@ -83,6 +83,30 @@ final class VaultCommandTests: VaultTestCase {
         XCTAssertEqual(try vault.unlock(passphrase: "a new passphrase").result.status, 0, "failed attempts changed nothing")
     }
 
+    /// `printf 'pw\npw\n' | kc vault init`, answering twice as the terminal prompt asks,
+    /// made the passphrase "pw\npw", which no login (PAM gives one line) and no one-line
+    /// `kc unlock` can ever give. A new passphrase with a line break or a NUL is refused,
+    /// and nothing is made or changed; one trailing newline is still dropped.
+    func testANewPassphraseNoLoginCouldTypeIsRefused() throws {
+        let vault = try makeVault(create: false)
+        let twice = try vault.bash("printf 'pw-long-one\\npw-long-one\\n' | kc vault init --work-factor 10")
+        XCTAssertEqual(twice.status, 64, "\(twice)")
+        XCTAssertEqual(twice.standardError, "kc: the new passphrase from standard input holds a line break, so no login could ever type it; give it once, on one line (printf '%s\\n' PASSPHRASE | kc vault init); nothing was changed\n")
+        XCTAssertFalse(FileOps.exists(vault.path + "/identity.age"), "no vault was made")
+        let withNUL = try vault.bash("printf 'pw\\0pw' | kc vault init --work-factor 10")
+        XCTAssertEqual(withNUL.status, 64, "\(withNUL)")
+        XCTAssertTrue(withNUL.standardError.contains("holds a NUL byte"), withNUL.standardError)
+
+        _ = try vault.create()
+        let before = try vault.digest()
+        let changed = try vault.bash("kc vault passwd --passphrase-fd 3 --new-passphrase-fd 4 3<<<\"$PASSPHRASE\" 4< <(printf 'new-one\\r\\nnew-one\\n')")
+        XCTAssertEqual(changed.status, 64, "\(changed)")
+        XCTAssertTrue(changed.standardError.hasPrefix("kc: the new passphrase from --new-passphrase-fd 4 holds a line break"), changed.standardError)
+        XCTAssertEqual(try vault.digest(), before, "the vault is as it was")
+        simulateReboot()
+        XCTAssertEqual(try vault.unlock().result.status, 0, "the old passphrase still opens it")
+    }
+
     func testVaultStatusCountsTheItemsAtEachLevelAndSaysWhetherItIsUnlocked() throws {
         let vault = try makeVault()
         let service = uniqueService()

@@ -13,7 +13,7 @@ import Glibc
 /// `kc vault boot` with a host key. As the test account `kc-test-vault`, whose home is
 /// pointed at a fresh folder for each test; root only.
 final class VaultLoginTests: VaultTestCase {
-    private var password = ""
+    var password = ""
 
     override func tearDownWithError() throws {
         try super.tearDownWithError()
@@ -23,7 +23,7 @@ final class VaultLoginTests: VaultTestCase {
     /// The account with a fresh home, a password and a vault sealed with it holding an
     /// item at each level (`svc`: `session`, `user`, `boot`), its keyrings then emptied as
     /// by a reboot. The vault is at `~/.local/share/kc`, where PAM and the boot step find it.
-    private func accountWithVault(service: String, hostKeyDirectory: String? = nil, vaultPassphrase: String? = nil) throws -> VaultFixture {
+    func accountWithVault(service: String, hostKeyDirectory: String? = nil, vaultPassphrase: String? = nil) throws -> VaultFixture {
         _ = try VaultAccount.require()
         VaultAccount.reset()
         let home = try makeVault(owner: VaultAccount.name, inHome: true)
@@ -46,7 +46,7 @@ final class VaultLoginTests: VaultTestCase {
     /// A PAM service file in /etc/pam.d (removed at tearDown): pam_unix checks the
     /// password, then kc's auth step; the session gets a new keyring (pam_keyinit), then
     /// kc's session step, then `record` (a script given the output file) if any.
-    private func pamService(kcAuth: Bool = true, record: (script: String, output: String)? = nil) throws -> String {
+    func pamService(kcAuth: Bool = true, record: (script: String, output: String)? = nil) throws -> String {
         guard programExists("pamtester") else { throw XCTSkip("pamtester is not installed") }
         let name = "kc-test-\(getpid())" + (kcAuth ? "" : "-without-kc")
         let kc = VaultAccount.kcPath
@@ -63,13 +63,13 @@ final class VaultLoginTests: VaultTestCase {
         return name
     }
 
-    private func pamtester(_ service: String, _ operations: [String], password: String) throws -> CommandResult {
+    func pamtester(_ service: String, _ operations: [String], password: String) throws -> CommandResult {
         try runCommand("/usr/bin/pamtester", [service, VaultAccount.name] + operations, input: Array((password + "\n").utf8))
     }
 
     /// What the account sees in a fresh session: `kc ls -l` of the service (no reload
     /// from the vault), `kc get` of each item, and whether the vault is unlocked.
-    private func accountView(_ service: String, home: VaultFixture) throws -> CommandResult {
+    func accountView(_ service: String, home: VaultFixture) throws -> CommandResult {
         try VaultAccount.run("""
             "$KC" ls -l \(service) 2>/dev/null | cut -f1,2
             for item in user boot; do "$KC" get \(service) $item; echo " $item=$?"; done
@@ -238,11 +238,11 @@ final class VaultLoginTests: VaultTestCase {
     // MARK: Debian's way: kc's pam-auth-update profile and pam_kc.so
 
     /// The repository (this file is Tests/kcTests/VaultLoginTests.swift).
-    private static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().path
 
     /// pam_kc.so as Tools/build-pam.sh builds it (Tools/test.sh does, first).
-    private func builtModule() throws -> String {
+    func builtModule() throws -> String {
         let module = Self.repository + "/.build/pam/pam_kc.so"
         if !FileOps.exists(module) {
             let built = try runCommand("/bin/bash", [Self.repository + "/Tools/build-pam.sh"])
@@ -254,7 +254,7 @@ final class VaultLoginTests: VaultTestCase {
     /// This machine's PAM configuration (its pam-configs profiles and the common-* files
     /// pam-auth-update made from them) copied into a fresh root with kc's profile added,
     /// then `pam-auth-update --root ROOT` run on it with `arguments`, if any.
-    private func debianStack(_ arguments: [String]) throws -> String {
+    func debianStack(_ arguments: [String]) throws -> String {
         guard FileOps.exists("/usr/sbin/pam-auth-update") else { throw XCTSkip("no pam-auth-update: not Debian or Ubuntu") }
         let root = try makeVault(create: false).dataHome + "/root"
         let copied = try runShell("""
@@ -275,7 +275,7 @@ final class VaultLoginTests: VaultTestCase {
     }
 
     /// The lines PAM reads in one of the root's common files (no comments, no blanks).
-    private func stackLines(_ root: String, _ name: String) -> [String] {
+    func stackLines(_ root: String, _ name: String) -> [String] {
         (readWholeFile(root + "/etc/pam.d/common-" + name) ?? "").split(separator: "\n").map(String.init)
             .filter { !$0.hasPrefix("#") && !$0.trimmingCharacters(in: .whitespaces).isEmpty }
     }
@@ -285,15 +285,15 @@ final class VaultLoginTests: VaultTestCase {
     /// standing for the module built here running the account's kc (`module`: another
     /// module file instead). `record`: a script run after the session stack, as in
     /// ``pamService(kcAuth:record:)``.
-    private func loginService(_ root: String, module: String? = nil, kc: String? = nil,
-                              record: (script: String, output: String)? = nil) throws -> String {
+    func loginService(_ root: String, module: String? = nil, kc: String? = nil, options: String = "",
+                      record: (script: String, output: String)? = nil) throws -> String {
         let module = try module ?? builtModule()
         // Linux-PAM lowercases service names: a name with capitals would find no file.
         let name = "kc-test-\(getpid())-login-\(UUID().uuidString.prefix(6).lowercased())"
         var lines: [String] = []
         for stack in ["auth", "account", "session", "password"] {
             let text = (readWholeFile(root + "/etc/pam.d/common-" + stack) ?? "")
-                .replacingOccurrences(of: "pam_kc.so", with: "\(module) kc=\(kc ?? VaultAccount.kcPath)")
+                .replacingOccurrences(of: "pam_kc.so", with: "\(module) kc=\(kc ?? VaultAccount.kcPath) \(options)")
             try text.write(toFile: root + "/etc/pam.d/login-" + stack, atomically: true, encoding: .utf8)
             if stack == "session" { lines.append("session optional pam_keyinit.so force revoke") }
             lines.append("@include \(root)/etc/pam.d/login-\(stack)")
@@ -307,7 +307,7 @@ final class VaultLoginTests: VaultTestCase {
     /// A script for a PAM service's session stack, run in pamtester's process after kc's
     /// session step, as root: it writes, as the account and in that same session keyring,
     /// `kc ls -l SERVICE` of the session.
-    private func sessionRecorder(_ service: String) throws -> (script: String, output: String) {
+    func sessionRecorder(_ service: String) throws -> (script: String, output: String) {
         let folder = try makeVault(create: false)
         XCTAssertEqual(chmod(folder.dataHome, 0o755), 0)
         let script = folder.dataHome + "/record.sh", output = folder.dataHome + "/session.txt"
@@ -320,7 +320,7 @@ final class VaultLoginTests: VaultTestCase {
         return (script, output)
     }
 
-    private func vaultStatus(_ home: VaultFixture) -> String {
+    func vaultStatus(_ home: VaultFixture) -> String {
         (try? VaultAccount.run("\"$KC\" vault status --json", vault: home))?.output ?? ""
     }
 

@@ -341,6 +341,13 @@ public struct Vault: Sendable {
     private func writeStatusFile(_ record: StatusRecord) {
         let text = (record.lastUnlock.map { "unlocked \($0)\n" } ?? "") + (record.lastError.map { "error \($0.time) \($0.message)\n" } ?? "")
             + (record.loginPasswordAhead.map { "login-password-ahead \($0)\n" } ?? "")
-        if let staged = try? directory.stage(Array(text.utf8)) { try? directory.commit(staged, to: directory.statusFile) }
+        if let staged = try? directory.stage(Array(text.utf8)) {
+            try? directory.commit(staged, to: directory.statusFile)
+        } else {
+            // A full disk has no room for a new file, but the status file's own block is
+            // there to write over: what went wrong must reach the next login and
+            // `kc vault status` most of all then.
+            directory.overwrite(directory.statusFile, with: Array(text.utf8))
+        }
     }
 }

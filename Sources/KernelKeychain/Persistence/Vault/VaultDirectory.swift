@@ -462,6 +462,20 @@ internal struct VaultDirectory: Sendable {
         }
     }
 
+    /// Writes `bytes` over an existing small file of the owner's, in place (no new file,
+    /// so no new block on a full disk), and cuts it to their length. Only for a file
+    /// whose torn state is harmless to read (the status file); false if it could not.
+    @discardableResult
+    func overwrite(_ path: VaultPath, with bytes: [UInt8]) -> Bool {
+        let fd = openInside(path, flags: O_WRONLY)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == owner else { return false }
+        let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        return written == bytes.count && ftruncate(fd, off_t(bytes.count)) == 0 && fsync(fd) == 0
+    }
+
     /// Puts a staged file in place (`rename`, which replaces atomically) and fsyncs the
     /// folder, so after a crash the folder names either the old file or the new one.
     func commit(_ staged: StagedFile, to path: VaultPath) throws(KeychainError) {

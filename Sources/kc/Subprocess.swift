@@ -110,7 +110,7 @@ private func waitForExit(of pid: pid_t, seconds: Int) -> Int32? {
     }
 }
 
-private func monotonicNanoseconds() -> UInt64 {
+func monotonicNanoseconds() -> UInt64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)

@@ -81,8 +81,15 @@ extension KC {
             switch type {
             case "auth":
                 // Unlocked already (another login, sudo in a terminal): no passphrase work.
-                let report = try vault.unlockWithStashedIdentity(levels: [.afterFirstUnlock, .always])
-                    ?? vault.unlock(passphrase: password, levels: [.afterFirstUnlock, .always])
+                let report: VaultUnlockReport
+                do {
+                    report = try vault.unlockWithStashedIdentity(levels: [.afterFirstUnlock, .always])
+                        ?? vault.unlock(passphrase: password, levels: [.afterFirstUnlock, .always])
+                } catch KeychainError.wrongPassphrase(let path) {
+                    // A login cannot "try again": say what makes the next one unlock.
+                    standardError("kc: the login password does not open the vault at \(path), so nothing was loaded; in the session run 'kc unlock' with the vault's passphrase, then 'kc vault passwd' to make it your login password")
+                    throw ExitStatus.failure
+                }
                 try show(report, json: false, quietUnlessProblem: true)
             case "open_session":
                 if let owner = Vault.sessionKeyringOfAnotherUser {

@@ -42,7 +42,7 @@ extension KC.VaultCommand {
 
         @OptionGroup var passphrase: PassphraseOptions
 
-        @Option(parsing: .unconditional, help: ArgumentHelp("scrypt work factor: N = 2^factor, 10 to 22 (age's default, 18, takes about a quarter of a second).", valueName: "factor"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("scrypt work factor: N = 2^factor, 10 to 22 (default 18, age's: 256 MiB and about 0.75 s on a small server; each step doubles both).", valueName: "factor"))
         var workFactor: Int = Vault.defaultWorkFactor
 
         func validate() throws {
@@ -55,8 +55,10 @@ extension KC.VaultCommand {
             var secret = try passphrase.read(prompt: "New passphrase for the vault at \(vault.path): ", confirm: true)
             defer { secret.overwriteWithZeros() }
             try requireOneLine(secret, what: passphrase.source)
+            let started = monotonicNanoseconds()
             _ = try Vault.create(at: vault, passphrase: secret, workFactor: workFactor)
             standardError("kc: vault created at \(vault.path); items you store from now on are saved (kc set --ephemeral keeps one in the kernel only)")
+            noteUnlockCost(seconds: Double(monotonicNanoseconds() - started) / 1e9, workFactor: workFactor)
         }
     }
 
@@ -152,8 +154,11 @@ extension KC.VaultCommand {
             }
             defer { new.overwriteWithZeros() }
             try requireOneLine(new, what: newPassphraseFD.map { "--new-passphrase-fd \($0)" } ?? "the terminal")
+            let started = monotonicNanoseconds()
             try vault.changePassphrase(from: old, to: new, workFactor: workFactor)
             standardError("kc: passphrase changed")
+            // Sealing took one scrypt at the new factor, and opening it takes another.
+            if let workFactor { noteUnlockCost(seconds: (Double(monotonicNanoseconds() - started) / 1e9) / 2, workFactor: workFactor) }
         }
 
         /// PAM's password step: root until it becomes PAM_USER; never prompts, never
@@ -336,4 +341,13 @@ private struct StatusJSON: Encodable {
         loginPasswordAhead = status.loginPasswordAhead
         lastErrorTime = status.lastErrorTime
     }
+}
+
+/// Says when an unlock at this work factor would not fit a login: sealing the key took
+/// one scrypt at the factor, as each unlock will. pam_kc gives kc 5 s for the whole
+/// login by default (its `budget=`) and stops it then, so a first login would not
+/// unlock such a vault.
+private func noteUnlockCost(seconds: Double, workFactor: Int) {
+    guard seconds > 2.5 else { return }
+    standardError("kc: note: at work factor \(workFactor) each unlock takes about \(Int(seconds.rounded())) s here; a login gives kc 5 s in all (pam_kc's budget=), so login may not unlock this vault: a lower --work-factor unlocks faster (each step halves it)")
 }

@@ -22,9 +22,9 @@ public struct Vault: Sendable {
     /// The vault's folder.
     public var path: String { directory.root.description }
 
-    /// The default scrypt work factor of the passphrase: age's own (2^18, about a
-    /// quarter of a second and 256 MiB here), which age 1.1.1 also accepts (it refuses
-    /// more than 2^22).
+    /// The default scrypt work factor of the passphrase: age's own (2^18: 256 MiB, and
+    /// about 0.75 s on a 2-core server, docs/BENCHMARKS.md), which age 1.1.1 also accepts
+    /// (it refuses more than 2^22). Each step up doubles both.
     public static let defaultWorkFactor = 18
     public static let maximumWorkFactor = 22
 

@@ -215,8 +215,8 @@ static void kc_supervise(int input, int output, int report, const char *kc, char
     }
     close(input);
     close(output);
+    /* `report` stays open until this process ends: its end of file tells the module. */
     (void)!write(report, &child, sizeof child);
-    close(report);
     int status;
     while (waitpid(child, &status, 0) < 0) {
         if (errno != EINTR) _exit(125);
@@ -339,11 +339,16 @@ static long kc_run(pam_handle_t *pamh, const struct kc_options *options, const s
             if (done < 0 && errno != EINTR) break;  /* taken by someone else: nothing to wait for */
             long left = deadline - kc_now_ms();
             if (left <= 0) break;
+            /* The supervisor's end of `report` closes as it exits: poll wakes then, and
+             * the next waitpid finds it. (The 100 ms is only a second look.) */
             struct pollfd fds[2] = {{output_open ? output[0] : -1, POLLIN, 0}, {report_open ? report[0] : -1, POLLIN, 0}};
-            int ready = poll(fds, 2, left < 10 ? (int)left : 10);
+            int wait_ms = (output_open || report_open) ? 100 : 1;  /* gone: it is a zombie within moments */
+            int ready = poll(fds, 2, left < wait_ms ? (int)left : wait_ms);
             if (ready > 0 && (fds[1].revents & (POLLIN | POLLHUP))) {
-                if (read(report[0], &kc, sizeof kc) != sizeof kc) kc = 0;
-                report_open = 0;
+                pid_t told = 0;
+                ssize_t got = read(report[0], &told, sizeof told);
+                if (got == sizeof told) kc = told;
+                else if (got <= 0) report_open = 0;
             }
             if (ready > 0 && (fds[0].revents & (POLLIN | POLLHUP))) {
                 char scrap[512];

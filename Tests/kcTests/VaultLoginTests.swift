@@ -153,7 +153,8 @@ final class VaultLoginTests: VaultTestCase {
 
         let wrong = try step("auth", password + "\n")
         XCTAssertEqual(wrong.status, 2, "the password is taken whole, a newline too: \(wrong)")
-        XCTAssertEqual(wrong.standardError, "kc: wrong passphrase for the vault at \(home.path): nothing was loaded or changed; try again\n")
+        XCTAssertEqual(wrong.standardError, "kc: the login password does not open the vault at \(home.path), so nothing was loaded; in the session run 'kc unlock' with the vault's passphrase, then 'kc vault passwd' to make it your login password\n",
+                       "a login cannot try again: the line says what makes the next one unlock")
         let auth = try step("auth", password)
         XCTAssertEqual(auth.status, 0, "\(auth)")
         XCTAssertEqual(auth.standardError, "", "quiet when all went well")

@@ -29,11 +29,13 @@ extension KC {
               kc unlock --passphrase-fd 3 3< ~/.config/kc/passphrase
 
             --pam is for PAM (pam_kc.so, switched on with 'pam-auth-update --enable kc';
-            see the README): as the auth step it reads the login password on standard
-            input, becomes PAM_USER and loads after-first-unlock and always items; as
+            see the README), which starts kc as PAM_USER with HOME (under pam_exec, as
+            root, kc becomes PAM_USER itself): as the auth step it reads the login
+            password on standard input and loads after-first-unlock and always items; as
             the session step it loads the new login session's when-unlocked items with
             what the auth step left in the user keyring. A user without a vault is not
-            an error.
+            an error. What goes wrong is one line on standard error, which pam_kc.so
+            writes to the auth log.
             """
         )
 

@@ -29,16 +29,22 @@ def spawn(command, status=0, stdin=None):
     return elapsed
 
 
-def pairs(ours, theirs):
-    """(median of ours, median of theirs, median of ours/theirs) over ROUNDS interleaved pairs."""
-    a, b, ratios = [], [], []
-    for round in range(ROUNDS):
+def alternate(ours, theirs, rounds=None):
+    """Each side's times over `rounds` (default ROUNDS) pairs whose order alternates."""
+    a, b = [], []
+    for round in range(ROUNDS if rounds is None else rounds):
         if round % 2:
             y = theirs(); x = ours()
         else:
             x = ours(); y = theirs()
-        a.append(x); b.append(y); ratios.append(x / y)
-    return statistics.median(a), statistics.median(b), statistics.median(ratios)
+        a.append(x); b.append(y)
+    return a, b
+
+
+def pairs(ours, theirs):
+    """(median of ours, median of theirs, median of ours/theirs) over ROUNDS interleaved pairs."""
+    a, b = alternate(ours, theirs)
+    return statistics.median(a), statistics.median(b), statistics.median([x / y for x, y in zip(a, b)])
 
 
 def print_table(rows):

@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from interleaved import spawn  # noqa: E402
+from interleaved import alternate, spawn  # noqa: E402
 
 KC, USER, WORK, ROOT = os.environ["KC"], os.environ["USER_NAME"], os.environ["WORK"], os.environ["ROOT"]
 ROUNDS = int(os.environ.get("ROUNDS", "20"))
@@ -33,15 +33,10 @@ def login(stack, before=None):
 
 
 def row(label, on, off, rounds):
-    a, b, extra = [], [], []
-    for round in range(rounds):
-        if round % 2:
-            y = off(); x = on()
-        else:
-            x = on(); y = off()
-        a.append(x); b.append(y); extra.append(x - y)
+    a, b = alternate(on, off, rounds)
+    extra = statistics.median([x - y for x, y in zip(a, b)])
     print(f"| {label} | {statistics.median(a) * 1e3:.0f} ms | {statistics.median(b) * 1e3:.0f} ms | "
-          f"+{statistics.median(extra) * 1e3:.0f} ms | {rounds} |", flush=True)
+          f"+{extra * 1e3:.0f} ms | {rounds} |", flush=True)
 
 
 def locked():

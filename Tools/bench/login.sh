@@ -38,7 +38,7 @@ echo "== kc unlock at each work factor (release kc, median of 5, vault with one 
 echo "| work factor | scrypt memory | kc unlock |"
 echo "|---|---|---|"
 for factor in ${FACTORS:-14 16 17 18 20}; do
-    as_user "rm -rf ~/.local/share/kc; printf %s '$password' | $kc vault init --work-factor $factor >/dev/null && printf v | $kc set bench.login token"
+    as_user "rm -rf ~/.local/share/kc; printf %s '$password' | $kc vault init --work-factor $factor >/dev/null 2>&1 && printf v | $kc set bench.login token"
     times=()
     for _ in 1 2 3 4 5; do
         start=$(date +%s%N)

@@ -11,10 +11,10 @@ import Glibc
 /// with kc's profile switched on, pam_kc.so as built here. Users: a local one with a vault
 /// sealed with their login password, a local one without a vault, and one only
 /// libnss-extrausers knows, with a vault. Everything runs in the server's own mount and
-/// PID namespaces (``SSHLoginServer``): the machine's /etc, /var/lib/extrausers and
+/// PID namespaces (``LoginSandbox``): the machine's /etc, /var/lib/extrausers and
 /// /dev/log never change. Root only; each test skips with the reason where it cannot run.
 final class SSHLoginTests: KeyringTestCase {
-    private var servers: [SSHLoginServer] = []
+    private var servers: [LoginSandbox] = []
 
     override func tearDownWithError() throws {
         for server in servers.reversed() {
@@ -24,28 +24,15 @@ final class SSHLoginTests: KeyringTestCase {
         try super.tearDownWithError()
     }
 
-    private func startServer(budget: Double? = nil) throws -> SSHLoginServer {
-        let server = try SSHLoginServer(budget: budget)
+    private func startServer(budget: Double? = nil) throws -> LoginSandbox {
+        let server = try LoginSandbox(budget: budget, sshd: true)
         servers.append(server)
         return server
     }
 
-    /// A throwaway login password pam_unix's `obscure` accepts (no quote in it).
-    private static func newPassword() -> String {
-        "Pw-" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(14)
-    }
-
-    /// The account's vault, sealed with its login password (`kc vault init --work-factor
-    /// 10` as the account), holding `session` (when-unlocked) and `user`
-    /// (after-first-unlock) in `service`; then its keys dropped as by a reboot: locked.
-    private func makeVault(_ server: SSHLoginServer, _ account: SSHLoginServer.Account, service: String) throws {
-        let made = try server.asUser(account, """
-            "$KC" vault init --work-factor 10 2>/dev/null || echo "init failed"
-            printf 'session value' | "$KC" set \(service) session || echo "set failed"
-            printf 'user value' | "$KC" set --access after-first-unlock \(service) user || echo "set failed"
-            """, input: Array(account.password.utf8))
+    private func makeVault(_ server: LoginSandbox, _ account: LoginSandbox.Account, service: String) throws {
+        let made = try server.makeVault(account, service: service)
         XCTAssertEqual(made.output, "", "\(made)")
-        server.simulateReboot(account)
     }
 
     /// A remote command that prints what the login got, before anything else runs kc in
@@ -53,10 +40,9 @@ final class SSHLoginTests: KeyringTestCase {
     /// session keyring (put there by kc's session step), then `kc get` of both items,
     /// whether the vault is unlocked and has a last error, and whether pam_kc's
     /// bookkeeping variable leaked into the login's environment.
-    private func loginView(_ server: SSHLoginServer, service: String) -> String {
+    private func loginView(_ server: LoginSandbox, service: String) -> String {
         """
-        ring=; for key in $(keyctl rlist @s); do case "$(keyctl rdescribe $key)" in "keyring;"*";kc:\(service)") ring=$key;; esac; done
-        if [ -n "$ring" ]; then keyctl print "$(keyctl search $ring user session)"; else echo "no kc:\(service) in the session keyring"; fi
+        \(LoginSandbox.sessionItemScript(service: service, item: "session"))
         \(server.kc) get \(service) session; echo " session=$?"
         \(server.kc) get \(service) user; echo " user=$?"
         echo "unlocked=$(\(server.kc) vault status --json | grep -c '"unlocked" : true')"
@@ -74,13 +60,13 @@ final class SSHLoginTests: KeyringTestCase {
 
     func testAnSSHLoginByPasswordOrKeyboardInteractiveUnlocksTheVaultAndTheSessionHasItsItems() throws {
         let server = try startServer()
-        let user = try server.addLocalUser("vault", password: Self.newPassword())
+        let user = try server.addLocalUser("vault", password: LoginSandbox.newPassword())
         let service = "kc-test.\(getpid()).ssh-login"
         try makeVault(server, user, service: service)
 
         // sshd runs PAM's auth in its monitor for "password", in a child of its own for
         // "keyboard-interactive"; the session steps run in the monitor for both.
-        for method in [SSHLoginServer.Method.password, .keyboardInteractive] {
+        for method in [LoginSandbox.Method.password, .keyboardInteractive] {
             server.simulateReboot(user)
             _ = server.drainLog()
             let (login, seconds) = try server.ssh(user, loginView(server, service: service), method: method)
@@ -94,7 +80,7 @@ final class SSHLoginTests: KeyringTestCase {
 
     func testAUserWithoutAVaultLogsInOverSSHAndKCLogsNothing() throws {
         let server = try startServer()
-        let user = try server.addLocalUser("plain", password: Self.newPassword())
+        let user = try server.addLocalUser("plain", password: LoginSandbox.newPassword())
         _ = server.drainLog()
         let (login, _) = try server.ssh(user, """
             echo "logged in as $(id -un)"
@@ -108,13 +94,13 @@ final class SSHLoginTests: KeyringTestCase {
 
     func testAUserOnlyTheNameServiceKnowsUnlocksTheVaultToo() throws {
         let server = try startServer()
-        let user = try server.addExtrausersUser("nss", password: Self.newPassword())
+        let user = try server.addExtrausersUser("nss", password: LoginSandbox.newPassword())
         let files = try server.inside(["/bin/sh", "-c", "grep -c '^\(user.name):' /etc/passwd /etc/shadow; getent passwd \(user.name) | cut -d: -f3"])
         XCTAssertEqual(files.output, "/etc/passwd:0\n/etc/shadow:0\n\(user.uid)\n", "in no file of /etc, found through NSS: \(files)")
         let service = "kc-test.\(getpid()).ssh-nss"
         try makeVault(server, user, service: service)
 
-        for method in [SSHLoginServer.Method.password, .keyboardInteractive] {
+        for method in [LoginSandbox.Method.password, .keyboardInteractive] {
             server.simulateReboot(user)
             _ = server.drainLog()
             let (login, _) = try server.ssh(user, loginView(server, service: service), method: method)
@@ -130,7 +116,7 @@ final class SSHLoginTests: KeyringTestCase {
     /// on, the session lost it, and `request_key` no longer found the user's keys.
     func testPamKeyinitStillLinksTheUserKeyringIntoTheNextLoginAfterKCRan() throws {
         let server = try startServer()
-        let user = try server.addLocalUser("keyinit", password: Self.newPassword())
+        let user = try server.addLocalUser("keyinit", password: LoginSandbox.newPassword())
         let service = "kc-test.\(getpid()).ssh-keyinit"
         try makeVault(server, user, service: service)
 
@@ -164,12 +150,12 @@ final class SSHLoginTests: KeyringTestCase {
     func testAKCStuckInTheKernelNeverHoldsUpAnSSHLogin() throws {
         let budget = 2.0
         let server = try startServer(budget: budget)
-        let user = try server.addLocalUser("hung", password: Self.newPassword())
+        let user = try server.addLocalUser("hung", password: LoginSandbox.newPassword())
         let service = "kc-test.\(getpid()).ssh-hung"
         try makeVault(server, user, service: service)
         let unmount = try server.mountUnansweringFilesystem(as: user, over: user.home + "/.local/share")
 
-        for method in [SSHLoginServer.Method.password, .keyboardInteractive] {
+        for method in [LoginSandbox.Method.password, .keyboardInteractive] {
             _ = server.drainLog()
             let (login, seconds) = try server.ssh(user, "echo remote command ran", method: method)
             XCTAssertEqual(login.status, 0, "\(method): \(login)\n\(server.diagnostics)")
@@ -184,19 +170,19 @@ final class SSHLoginTests: KeyringTestCase {
                           "\(method): the session step knows the budget is spent (carried from auth in the PAM environment): \(lines)")
             XCTAssertFalse(lines.joined().contains(user.password))
         }
-        let stuck = SSHLoginServer.processes(of: user.uid)
+        let stuck = LoginSandbox.processes(of: user.uid)
         XCTAssertEqual(stuck.filter { $0.command == "kc" }.map(\.state), ["D", "D"], "one kc per login is still stuck in the kernel: \(stuck)")
 
         // The daemon killed, what waited on it fails and ends.
         unmount()
-        XCTAssertEqual(SSHLoginServer.processes(of: user.uid).map(\.command), [], "the stuck kc processes ended once the filesystem went")
+        XCTAssertEqual(LoginSandbox.processes(of: user.uid).map(\.command), [], "the stuck kc processes ended once the filesystem went")
     }
 
     // MARK: passwd
 
     /// `passwd` in an ssh login (a terminal, expect answering the prompts): its result
     /// and what the terminal showed. Passwords reach expect in its environment.
-    private func passwdOverSSH(_ server: SSHLoginServer, _ account: SSHLoginServer.Account, new: String) throws -> CommandResult {
+    private func passwdOverSSH(_ server: LoginSandbox, _ account: LoginSandbox.Account, new: String) throws -> CommandResult {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/expect") else { throw XCTSkip("expect is not installed") }
         let script = server.folder + "/passwd.exp"
         try """
@@ -221,19 +207,19 @@ final class SSHLoginTests: KeyringTestCase {
 
     /// `kc unlock` with `passphrase` as the account, in a fresh session after a reboot:
     /// its exit status (2: wrong passphrase).
-    private func unlockStatus(_ server: SSHLoginServer, _ account: SSHLoginServer.Account, _ passphrase: String) throws -> Int32 {
+    private func unlockStatus(_ server: LoginSandbox, _ account: LoginSandbox.Account, _ passphrase: String) throws -> Int32 {
         server.simulateReboot(account)
         return try server.asUser(account, "\"$KC\" unlock >/dev/null 2>&1", input: Array(passphrase.utf8)).status
     }
 
     func testPasswdInAnSSHLoginChangesTheVaultsPassphraseWithTheLoginPassword() throws {
         let server = try startServer()
-        var user = try server.addLocalUser("passwd", password: Self.newPassword())
+        var user = try server.addLocalUser("passwd", password: LoginSandbox.newPassword())
         let service = "kc-test.\(getpid()).ssh-passwd"
         try makeVault(server, user, service: service)
         _ = server.drainLog()
 
-        let new = Self.newPassword()
+        let new = LoginSandbox.newPassword()
         let passwd = try passwdOverSSH(server, user, new: new)
         XCTAssertEqual(passwd.status, 0, "\(passwd)\n\(server.diagnostics)")
         XCTAssertTrue(passwd.output.contains("passwd: password updated successfully"), passwd.output)
@@ -255,12 +241,12 @@ final class SSHLoginTests: KeyringTestCase {
     /// get the user and both passwords: pam_stress stands in for such a module.
     func testPasswdForAUserOnlyTheNameServiceKnowsLeavesTheVaultOpenableWhateverHappens() throws {
         let server = try startServer()
-        let user = try server.addExtrausersUser("nsspw", password: Self.newPassword())
+        let user = try server.addExtrausersUser("nsspw", password: LoginSandbox.newPassword())
         let service = "kc-test.\(getpid()).ssh-nss-passwd"
         try makeVault(server, user, service: service)
         _ = server.drainLog()
 
-        let new = Self.newPassword()
+        let new = LoginSandbox.newPassword()
         let passwd = try passwdOverSSH(server, user, new: new)
         let lines = server.drainLog()
         if passwd.status != 0 {

@@ -5,19 +5,21 @@ import XCTest
 import Glibc
 #endif
 
-/// A real OpenSSH server on 127.0.0.1 whose logins go through Debian's PAM stack with
-/// kc's pam-auth-update profile switched on, for tests that log in as a user would.
+/// A machine of the test's own to log in to: users, PAM stacks and, if asked, a real
+/// OpenSSH server on 127.0.0.1, with Debian's PAM configuration and kc's pam-auth-update
+/// profile switched on, for tests that log in as a user would.
 ///
-/// Nothing outside the server changes. sshd runs in mount and PID namespaces of its own
-/// (`unshare`), where it and everything it starts see: `/etc` as an overlay whose writes
-/// (`useradd`, `passwd`) stay in the test's folder; `/etc/pam.d` a copy with kc's lines
-/// (`pam_kc.so` as Tools/build-pam.sh built it, running the suite's root-owned kc copy);
+/// Nothing outside the sandbox changes. It is a mount and a PID namespace (`unshare`)
+/// whose first process is sshd (or a placeholder), where every process sees: `/etc` as
+/// an overlay whose writes (`useradd`, `passwd`) stay in the test's folder; `/etc/pam.d`
+/// a copy with kc's lines (`pam_kc.so` as Tools/build-pam.sh built it, running the
+/// suite's root-owned kc copy), to which tests add services (``writePAMService(_:_:)``);
 /// `/etc/nsswitch.conf` with `files extrausers`, over a copy of `/var/lib/extrausers`;
 /// `/dev/log` a socket the test reads (``drainLog()``); `/run/sshd`, `/run/utmp` and the
 /// login records in `/var/log` of their own. Ending the namespace's first process ends
 /// every process in it, so a test that fails, even one that dies, leaves none behind.
-/// Root only; ``init(budget:)`` throws XCTSkip (with the reason) where it cannot run.
-public final class SSHLoginServer {
+/// Root only; ``init(budget:sshd:)`` throws XCTSkip (with the reason) where it cannot run.
+public final class LoginSandbox {
     /// A user the server knows: made in the namespace's `/etc/passwd`, or only in the
     /// extrausers files (then no `files` lookup finds it), with a home of its own.
     public struct Account {
@@ -51,17 +53,19 @@ public final class SSHLoginServer {
 
     nonisolated(unsafe) private static var counter = 0
 
-    /// The repository (this file is Tests/KCTestSupport/SSHServer.swift).
+    /// The repository (this file is Tests/KCTestSupport/LoginSandbox.swift).
     public static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().path
 
-    /// Starts the server. `budget`: pam_kc's `budget=` option (seconds), none for its default.
-    public init(budget: Double? = nil) throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root: sshd, PAM, users and mount namespaces") }
-        for program in ["/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen", "/usr/bin/sshpass", "/usr/bin/unshare",
-                        "/usr/bin/nsenter", "/usr/bin/setpriv", "/usr/sbin/pam-auth-update", "/usr/sbin/useradd", "/usr/bin/openssl"]
+    /// Makes the sandbox. `budget`: pam_kc's `budget=` option in the common-* files
+    /// (seconds), none for its default. `sshd`: whether a real sshd listens (``ssh(_:_:method:password:)``).
+    public init(budget: Double? = nil, sshd: Bool = true) throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: PAM, users, sshd and mount namespaces") }
+        let sshPrograms = sshd ? ["/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen", "/usr/bin/sshpass"] : []
+        for program in sshPrograms + ["/usr/bin/unshare", "/usr/bin/nsenter", "/usr/bin/setpriv", "/usr/sbin/pam-auth-update",
+                                      "/usr/sbin/useradd", "/usr/bin/openssl", "/usr/bin/pamtester"]
         where !FileManager.default.isExecutableFile(atPath: program) {
-            throw XCTSkip("\(program) is not installed (Tools/install-deps.sh --tests installs openssh-server, sshpass and the rest)")
+            throw XCTSkip("\(program) is not installed (Tools/install-deps.sh --tests installs openssh-server, sshpass, pamtester and the rest)")
         }
         module = try Self.builtModule()
         kc = UnprivilegedUser.kcCopy
@@ -75,9 +79,9 @@ public final class SSHLoginServer {
         do {
             try Self.writePAMConfiguration(into: folder, module: module, kc: kc, budget: budget)
             try Self.writeNameService(into: folder)
-            let port = try Self.freePort()
+            let port = sshd ? try Self.freePort() : 0
             self.port = port
-            try Self.writeServerConfiguration(into: folder, port: port)
+            if sshd { try Self.writeServerConfiguration(into: folder, port: port) }
             let log = try SyslogCollector(address: folder + "/log.sock")
             collector = log
             self.log = log
@@ -99,10 +103,10 @@ public final class SSHLoginServer {
             serverPID = first
             namespaceIdentity = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(first)/ns/pid")) ?? ""
             let listening = Self.waitFor(seconds: 15) {
-                (readWholeFile(folder + "/sshd.log") ?? "").contains("Server listening on 127.0.0.1 port \(port)") || !process.isRunning
+                !sshd || (readWholeFile(folder + "/sshd.log") ?? "").contains("Server listening on 127.0.0.1 port \(port)") || !process.isRunning
             }
             guard listening, process.isRunning else {
-                throw NSError(domain: "SSHLoginServer", code: 1, userInfo: [NSLocalizedDescriptionKey:
+                throw NSError(domain: "LoginSandbox", code: 1, userInfo: [NSLocalizedDescriptionKey:
                     "sshd did not start: \(readWholeFile(folder + "/sshd.log") ?? "") \(readWholeFile(folder + "/namespace.log") ?? "")"])
             }
         } catch {
@@ -147,7 +151,7 @@ public final class SSHLoginServer {
             let update = try runCommand("/usr/sbin/pam-auth-update", ["--root", root] + arguments,
                                         environment: ["DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"])
             guard update.status == 0 else {
-                throw NSError(domain: "SSHLoginServer", code: 2, userInfo: [NSLocalizedDescriptionKey: "pam-auth-update \(arguments): \(update)"])
+                throw NSError(domain: "LoginSandbox", code: 2, userInfo: [NSLocalizedDescriptionKey: "pam-auth-update \(arguments): \(update)"])
             }
         }
     }
@@ -213,7 +217,8 @@ public final class SSHLoginServer {
             """.write(toFile: folder + "/sshd_config", atomically: true, encoding: .utf8)
     }
 
-    /// Run by `unshare` in the new namespaces with the folder as $1; execs sshd. /run and
+    /// Run by `unshare` in the new namespaces with the folder as $1; execs sshd (or, without
+    /// its configuration, a sleep that holds the namespaces). /run and
     /// /dev become a tmpfs holding the original entries (bound, or copied: regular files),
     /// so /run/sshd, /run/utmp and /dev/log can be the namespace's own; /dev/ptmx is the
     /// devpts one (a bound /dev/ptmx finds no pts beside it, and sshd -tt needs a pty).
@@ -252,7 +257,9 @@ public final class SSHLoginServer {
         done
         if [ -d /sys/fs/fuse/connections ]; then mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null || true; fi
         echo ready > "$folder/namespace.ready"
-        exec /usr/sbin/sshd -D -f "$folder/sshd_config" -E "$folder/sshd.log"
+        # sshd reaps every child it is left (a kc that outlived pam_kc's budget, say).
+        if [ -e "$folder/sshd_config" ]; then exec /usr/sbin/sshd -D -f "$folder/sshd_config" -E "$folder/sshd.log"; fi
+        exec sleep infinity
         """#
 
     private static func freePort() throws -> Int {
@@ -292,6 +299,11 @@ public final class SSHLoginServer {
 
     // MARK: Users
 
+    /// A throwaway login password pam_unix's `obscure` accepts (no quote in it).
+    public static func newPassword() -> String {
+        "Pw-" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(14)
+    }
+
     /// A uid (and gid) no account of this machine has: far above UID_MAX, 64 per test
     /// process (4 for each of its servers), so two runs at once never share a user keyring.
     private func nextIdentity() -> UInt32 {
@@ -317,7 +329,7 @@ public final class SSHLoginServer {
         let home = try makeHome(label, uid: id, gid: id)
         let made = try inside(["/bin/sh", "-c", "groupadd -g \(id) \(name) && useradd -M -N -g \(id) -u \(id) -d '\(home)' -s /bin/sh \(name) 2>/dev/null && chpasswd"],
                               input: Array("\(name):\(password)\n".utf8))
-        guard made.status == 0 else { throw NSError(domain: "SSHLoginServer", code: 3, userInfo: [NSLocalizedDescriptionKey: "useradd \(name): \(made)"]) }
+        guard made.status == 0 else { throw NSError(domain: "LoginSandbox", code: 3, userInfo: [NSLocalizedDescriptionKey: "useradd \(name): \(made)"]) }
         let account = Account(name: name, uid: id, gid: id, home: home, password: password)
         accounts.append(account)
         return account
@@ -363,6 +375,30 @@ public final class SSHLoginServer {
         return result
     }
 
+    /// The account's vault, sealed with its login password (`kc vault init --work-factor
+    /// 10` as the account), holding `session` (when-unlocked, value "session value") and
+    /// `user` (after-first-unlock, "user value") in `service`; then its keys dropped as by
+    /// a reboot: locked. What the commands printed (nothing when all went well).
+    public func makeVault(_ account: Account, service: String) throws -> CommandResult {
+        let made = try asUser(account, """
+            "$KC" vault init --work-factor 10 2>/dev/null || echo "init failed"
+            printf 'session value' | "$KC" set \(service) session || echo "set failed"
+            printf 'user value' | "$KC" set --access after-first-unlock \(service) user || echo "set failed"
+            """, input: Array(account.password.utf8))
+        simulateReboot(account)
+        return made
+    }
+
+    /// Shell lines that print the value of `item` in the `kc:SERVICE` keyring linked
+    /// directly in the session keyring (where kc's session step puts when-unlocked
+    /// items), or "no kc:SERVICE in the session keyring"; with keyctl only, so no kc runs.
+    public static func sessionItemScript(service: String, item: String) -> String {
+        """
+        ring=; for key in $(keyctl rlist @s); do case "$(keyctl rdescribe $key)" in "keyring;"*";kc:\(service)") ring=$key;; esac; done
+        if [ -n "$ring" ]; then keyctl print "$(keyctl search $ring user \(item))"; else echo "no kc:\(service) in the session keyring"; fi
+        """
+    }
+
     /// What a reboot does to the account's keys: its user and persistent keyrings emptied
     /// (the vault's key with them: the vault is locked).
     public func simulateReboot(_ account: Account) {
@@ -382,6 +418,15 @@ public final class SSHLoginServer {
     }
 
     // MARK: Logging in
+
+    /// Runs `pamtester SERVICE USER OPERATIONS...` in the sandbox with `input` as what the
+    /// user types; as root, or (`asUser`) with the user's real uid, as the setuid passwd
+    /// runs, so that pam_unix asks for the current password.
+    public func pamtester(_ service: String, _ account: Account, _ operations: [String], input: String,
+                          asUser: Bool = false) throws -> CommandResult {
+        let realUser = asUser ? ["/usr/bin/setpriv", "--ruid=\(account.uid)"] : []
+        return try inside(realUser + ["/usr/bin/pamtester", service, account.name] + operations, input: Array(input.utf8))
+    }
 
     /// `ssh USER@127.0.0.1 -p PORT COMMAND` with the password (sshpass, from its
     /// environment, never argv) by `method`: its result and how long it took.
@@ -493,7 +538,7 @@ public final class SSHLoginServer {
         }
     }
 
-    /// Ends the server and every process of the namespace, then removes the users' homes,
+    /// Ends sshd and every process of the namespace, then removes the users' homes,
     /// what they left in the kernel's user and persistent keyrings, and the folder. The
     /// pids still alive after 10 s (none unless something is stuck for good).
     @discardableResult

@@ -11,7 +11,7 @@ import Glibc
 ///
 /// Nothing outside the sandbox changes. It is a mount and a PID namespace (`unshare`)
 /// whose first process is sshd (or a placeholder), where every process sees: `/etc` as
-/// an overlay whose writes (`useradd`, `passwd`) stay in the test's folder; `/etc/pam.d`
+/// an overlay whose writes (`useradd`, `passwd`) stay in the namespace; `/etc/pam.d`
 /// a copy with kc's lines (`pam_kc.so` as Tools/build-pam.sh built it, running the
 /// suite's root-owned kc copy), to which tests add services (``writePAMService(_:_:)``);
 /// `/etc/nsswitch.conf` with `files extrausers`, over a copy of `/var/lib/extrausers`;
@@ -97,8 +97,8 @@ public final class LoginSandbox {
             namespace = process
             let ready = Self.waitFor(seconds: 15) { readWholeFile(folder + "/namespace.ready") != nil || !process.isRunning }
             guard ready, process.isRunning, let first = Self.firstChild(of: process.pid) else {
-                let why = readWholeFile(folder + "/namespace.log") ?? ""
-                throw XCTSkip("cannot make the private mount and PID namespaces sshd runs in here: \(why)")
+                let why = (readWholeFile(folder + "/namespace.log") ?? "") + (process.isRunning ? "" : process.wait().standardError)
+                throw XCTSkip("cannot make the sandbox's private mount and PID namespaces here: \(why)")
             }
             serverPID = first
             namespaceIdentity = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(first)/ns/pid")) ?? ""
@@ -227,8 +227,12 @@ public final class LoginSandbox {
         set -eu
         folder=$1
         exec 2>"$folder/namespace.log"
-        mkdir -p "$folder/etc-upper" "$folder/etc-work" "$folder/run-original" "$folder/dev-original"
-        mount -t overlay overlay -o "lowerdir=/etc,upperdir=$folder/etc-upper,workdir=$folder/etc-work" /etc
+        mkdir -p "$folder/etc-changes" "$folder/run-original" "$folder/dev-original"
+        # The overlay's changes on a tmpfs of the namespace's own: it goes with it, and an
+        # overlay cannot keep its changes on another overlay (a container's /tmp).
+        mount -t tmpfs -o mode=700 tmpfs "$folder/etc-changes"
+        mkdir "$folder/etc-changes/upper" "$folder/etc-changes/work"
+        mount -t overlay overlay -o "lowerdir=/etc,upperdir=$folder/etc-changes/upper,workdir=$folder/etc-changes/work" /etc
         mount --bind "$folder/pam.d" /etc/pam.d
         cp "$folder/nsswitch.conf" /etc/nsswitch.conf
         if [ -d /var/lib/extrausers ]; then mount --bind "$folder/extrausers" /var/lib/extrausers; fi

@@ -77,7 +77,7 @@ public final class LoginSandbox {
         var started: SpawnedProcess?
         var collector: SyslogCollector?
         do {
-            try Self.writePAMConfiguration(into: folder, module: module, kc: kc, budget: budget)
+            try Self.writePAMConfiguration(into: folder, module: module, kc: kc, budget: budget, sshd: sshd)
             try Self.writeNameService(into: folder)
             let port = sshd ? try Self.freePort() : 0
             self.port = port
@@ -159,7 +159,7 @@ public final class LoginSandbox {
     /// `folder/pam.d`: a copy of /etc/pam.d (sshd's own file, pam_keyinit in it, included)
     /// whose common-* files are pam-auth-update's with kc's profile enabled, the profile's
     /// `pam_kc.so` standing for the built module running `kc`.
-    private static func writePAMConfiguration(into folder: String, module: String, kc: String, budget: Double?) throws {
+    private static func writePAMConfiguration(into folder: String, module: String, kc: String, budget: Double?, sshd: Bool) throws {
         // pam-auth-update takes most of a second: once per test process.
         let root = "/tmp/kc-test-ssh-pam-\(getpid())"
         if !FileManager.default.fileExists(atPath: root + "/etc/pam.d/common-auth") {
@@ -168,7 +168,7 @@ public final class LoginSandbox {
         }
         let copied = try runShell("mkdir -p '\(folder)/pam.d' && cp -a /etc/pam.d/. '\(folder)/pam.d/'")
         guard copied.status == 0 else { throw XCTSkip("cannot copy /etc/pam.d: \(copied)") }
-        guard FileManager.default.fileExists(atPath: folder + "/pam.d/sshd") else { throw XCTSkip("no /etc/pam.d/sshd (openssh-server's)") }
+        guard !sshd || FileManager.default.fileExists(atPath: folder + "/pam.d/sshd") else { throw XCTSkip("no /etc/pam.d/sshd (openssh-server's)") }
         let options = "kc=\(kc)" + (budget.map { " budget=\($0)" } ?? "")
         for name in try FileManager.default.contentsOfDirectory(atPath: root + "/etc/pam.d") where name.hasPrefix("common-") {
             let text = (readWholeFile(root + "/etc/pam.d/" + name) ?? "").replacingOccurrences(of: "pam_kc.so", with: "\(module) \(options)")

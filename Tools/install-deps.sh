@@ -14,6 +14,8 @@
 #                            common kc get spellings skip the argument parser), podman, runc
 #                            and busybox-static (container tests), age (backup and
 #                            vault interop tests), pamtester (vault PAM tests),
+#                            openssh-server, sshpass, libnss-extrausers and expect
+#                            (real ssh logins through PAM: SSHLoginTests),
 #                            hyperfine (benchmark); and the real clients the
 #                            integration tests drive (docs/INTEGRATIONS.md): git,
 #                            docker-registry and apache2-utils (a local registry with
@@ -27,7 +29,7 @@ packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion m
           libsystemd-dev dbus-daemon dbus-user-session libsecret-tools
           python3-pip python3-setuptools python3-keyring)
 if [ "${1:-}" = "--tests" ]; then
-    packages+=(strace python3 gdb podman runc busybox-static age pamtester hyperfine
+    packages+=(strace python3 gdb podman runc busybox-static age pamtester openssh-server sshpass libnss-extrausers expect hyperfine
                git docker-registry apache2-utils borgbackup restic rclone direnv python3-dotenv
                libsecret-1-dev gcc pkg-config python3-secretstorage gnome-keyring)
 fi

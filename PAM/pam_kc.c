@@ -24,8 +24,10 @@
  *
  * A login never waits on kc past its budget (budget=SECONDS, default 5): one budget
  * for the whole login, auth and session together. The time auth took travels to the
- * session step in the PAM environment (PAM_KC_SPENT_MS, removed there), which sshd
- * carries over from its keyboard-interactive child. kc runs as a grandchild in a
+ * session step in module data and in the PAM environment (PAM_KC_SPENT_MS), which sshd
+ * carries over from its keyboard-interactive child where module data is lost; setcred
+ * and the session step take it out of the environment, so the login and the commands
+ * sudo runs never see it. kc runs as a grandchild in a
  * process group of its own: at the budget the group is killed, and the module never
  * waits for a kc stuck in the kernel (a FUSE request that no daemon answers cannot
  * be interrupted, even by SIGKILL): init reaps it whenever it ends.
@@ -33,7 +35,7 @@
  * What kc says on standard error (one line per problem, with the fix) goes to the
  * auth log; in a password change it is also shown to the user.
  *
- * Options: kc=PATH (default /usr/local/bin/kc), budget=SECONDS (1 to 60, default 5;
+ * Options: kc=PATH (default /usr/local/bin/kc), budget=SECONDS (0.1 to 60, default 5;
  * timeout= is its old name). kc must be a regular file owned by root and writable by
  * nobody else: it gets the password.
  */
@@ -411,17 +413,45 @@ static char *kc_unlock[] = {"unlock", "--pam", NULL};
 static char *kc_passwd[] = {"vault", "passwd", "--pam", NULL};
 static char *kc_passwd_check[] = {"vault", "passwd", "--pam", "--check", NULL};
 
-/* How much of the login's budget kc spent before this step: kept in the PAM
- * environment, which sshd carries from its authentication child to the session. */
-static long kc_spent(pam_handle_t *pamh) {
+#define KC_SPENT_DATA "pam_kc_spent_ms"
+
+static void kc_free_spent(pam_handle_t *pamh, void *data, int error) {
+    (void)pamh; (void)error;
+    free(data);
+}
+
+/* Keeps the spent time as module data (this process), out of the environment. */
+static void kc_keep_spent(pam_handle_t *pamh, long spent) {
+    long *kept = malloc(sizeof *kept);
+    if (kept == NULL) return;
+    *kept = spent;
+    if (pam_set_data(pamh, KC_SPENT_DATA, kept, kc_free_spent) != PAM_SUCCESS) free(kept);
+}
+
+/* Takes the spent time out of the PAM environment (where sshd's keyboard-interactive
+ * child left it for the monitor) into module data: the login's environment, and the
+ * commands sudo runs, never see it. */
+static void kc_take_spent_from_environment(pam_handle_t *pamh) {
     const char *text = pam_getenv(pamh, KC_SPENT_VARIABLE);
-    if (text == NULL) return 0;
+    if (text == NULL) return;
     char *end = NULL;
     long spent = strtol(text, &end, 10);
-    return (end != text && *end == '\0' && spent > 0) ? spent : 0;
+    const void *kept = NULL;
+    if (end != text && *end == '\0' && spent > 0 && pam_get_data(pamh, KC_SPENT_DATA, &kept) != PAM_SUCCESS)
+        kc_keep_spent(pamh, spent);
+    pam_putenv(pamh, KC_SPENT_VARIABLE);
+}
+
+/* How much of the login's budget kc spent before this step. */
+static long kc_spent(pam_handle_t *pamh) {
+    kc_take_spent_from_environment(pamh);
+    const void *kept = NULL;
+    if (pam_get_data(pamh, KC_SPENT_DATA, &kept) != PAM_SUCCESS || kept == NULL) return 0;
+    return *(const long *)kept;
 }
 
 static void kc_record_spent(pam_handle_t *pamh, long spent) {
+    kc_keep_spent(pamh, spent);
     char variable[64];
     snprintf(variable, sizeof variable, KC_SPENT_VARIABLE "=%ld", spent);
     pam_putenv(pamh, variable);
@@ -443,7 +473,8 @@ PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, cons
 }
 
 PAM_EXTERN int pam_sm_setcred(pam_handle_t *pamh, int flags, int argc, const char **argv) {
-    (void)pamh; (void)flags; (void)argc; (void)argv;
+    (void)flags; (void)argc; (void)argv;
+    kc_take_spent_from_environment(pamh);
     return PAM_IGNORE;
 }
 
@@ -452,8 +483,6 @@ PAM_EXTERN int pam_sm_open_session(pam_handle_t *pamh, int flags, int argc, cons
     struct kc_options options;
     struct kc_user user;
     long spent = kc_spent(pamh);
-    /* The login's own environment does not keep it. */
-    if (pam_getenv(pamh, KC_SPENT_VARIABLE) != NULL) pam_putenv(pamh, KC_SPENT_VARIABLE);
     if (!kc_prepare(pamh, argc, argv, &options, &user)) return PAM_IGNORE;
     if (spent >= options.budget_ms) {
         pam_syslog(pamh, LOG_NOTICE, "user %s: kc's %ld ms of this login were spent in auth; its session step is skipped: run 'kc unlock' in the session",

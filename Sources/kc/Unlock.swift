@@ -78,6 +78,7 @@ extension KC {
             defer { password.overwriteWithZeros() }
             if type == "auth" { password = try readPassphrase(fd: 0, what: "PAM (expose_authtok)", keepNewline: true) }
             try PAMUser.become(user, newSession: type == "auth")
+            if type == "auth" || type == "open_session" { Vault.keepUserKeyringLinkable() }
             let vault = try Vault.atDefaultLocation()
             guard vault.exists else { return }  // this user keeps no vault
             switch type {

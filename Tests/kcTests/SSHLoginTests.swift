@@ -144,6 +144,36 @@ final class SSHLoginTests: KeyringTestCase {
                        "the second login's session keyring links the user keyring, and request_key finds the key the user put there: \(second)")
     }
 
+    /// A user keyring that a kc before issue 36 left with no possessor rights (what it
+    /// set on every write) is given search and link back by the next login's auth step,
+    /// even with the vault unlocked already (no write to the user keyring then): that
+    /// same login's pam_keyinit links it into the session again.
+    func testALoginHealsAUserKeyringAnOlderKCLeftUnlinkable() throws {
+        let server = try startServer()
+        let user = try server.addLocalUser("healed", password: LoginSandbox.newPassword())
+        let service = "kc-test.\(getpid()).ssh-healed"
+        try makeVault(server, user, service: service)
+        let first = try server.ssh(user, "\(server.kc) get \(service) session; echo; keyctl setperm @u 0x003f0000").result
+        XCTAssertEqual(first.output, "session value\n", "the vault is unlocked, the user keyring stripped: \(first)\n\(server.diagnostics)")
+
+        let second = try server.ssh(user, "keyctl show @s | grep -c '_uid.\(user.uid)$'; keyctl rdescribe @u | cut -d';' -f4").result
+        XCTAssertEqual(second.output, "1\n183f0000\n", "linked again in the next login, with search and link for possessors: \(second)\n\(server.diagnostics)")
+    }
+
+    /// The time kc's auth step took travels to the session step in the PAM environment;
+    /// where no session step of kc's follows (sudo: common-session-noninteractive has no
+    /// kc line), setcred takes it out, so the command sudo runs never sees it.
+    func testSudoNeverPassesPAMsBookkeepingToItsCommand() throws {
+        let server = try startServer()
+        guard (try server.inside(["/bin/sh", "-c", "command -v sudo"])).status == 0 else { throw XCTSkip("sudo is not installed") }
+        let user = try server.addLocalUser("sudoer", password: LoginSandbox.newPassword())
+        try makeVault(server, user, service: "kc-test.\(getpid()).ssh-sudo")
+        let granted = try server.inside(["/bin/sh", "-c", "echo '\(user.name) ALL=(ALL) ALL' > /etc/sudoers.d/kc-test && chmod 440 /etc/sudoers.d/kc-test"])
+        XCTAssertEqual(granted.status, 0, "\(granted)")
+        let run = try server.ssh(user, "printf '%s\\n' '\(user.password)' | sudo -S -p '' env | grep -c '^PAM_KC' ; true").result
+        XCTAssertEqual(run.output, "0\n", "sudo's command sees no PAM_KC_* variable: \(run)\n\(server.diagnostics)")
+    }
+
     /// kc stuck in the kernel (a FUSE filesystem over ~/.local/share whose daemon never
     /// answers, mounted by the user outside the login) never holds the login past
     /// pam_kc's budget, by either method, and the auth log says what happened.

@@ -112,3 +112,19 @@ extension Anchor {
         [first] + allCases.filter { $0 != first }
     }
 }
+
+extension Vault {
+    /// Gives the user keyring back the possessor rights pam_keyinit needs ("search" and
+    /// "link", see ``Anchor/serialForWriting()``) where a kc before issue 36 took them all:
+    /// every login's session lost the user keyring until reboot, and a vault already
+    /// unlocked never writes to the user keyring again to fix it. Only a user keyring
+    /// of the caller's whose possessors have nothing left is changed; PAM's steps call it
+    /// before anything else.
+    public static func keepUserKeyringLinkable() {
+        guard let anchor = try? Anchor.user.serial(), let info = try? anchor.describe(),
+              info.uid == geteuid(), info.permissions.possessorRights.isEmpty
+        else { return }
+        let mask = KeyPermissions.possessor([.search, .link]).union(KeyPermissions(rawValue: info.permissions.rawValue & 0x00ff_ffff))
+        _ = try? anchor.setPermissions(mask)
+    }
+}

@@ -19,8 +19,8 @@
  *
  * The module, not kc, looks the user up (getpwnam_r, getgrouplist: the system's name
  * service, so LDAP, SSSD and extrausers users too; the static kc reads /etc/passwd
- * only) and becomes the user in the child before kc starts: kc never runs as root
- * here, and gets HOME, USER and the groups from the module.
+ * only) and gives kc the ids, the groups and HOME; kc reads what it is given, then
+ * becomes the user (see kc_exec for why kc, and not the module, switches).
  *
  * A login never waits on kc past its budget (budget=SECONDS, default 5): one budget
  * for the whole login, auth and session together. The time auth took travels to the
@@ -37,7 +37,8 @@
  *
  * Options: kc=PATH (default /usr/local/bin/kc), budget=SECONDS (0.1 to 60, default 5;
  * timeout= is its old name). kc must be a regular file owned by root and writable by
- * nobody else: it gets the password.
+ * nobody else, in folders only root can change: it gets the password. The module opens
+ * it once and runs the file it checked (fexecve).
  */
 #define _GNU_SOURCE
 #define PAM_SM_AUTH
@@ -72,11 +73,13 @@
 struct kc_options {
     const char *kc;
     long budget_ms;
+    int executable;  /* kc, opened and checked (kc_open_trusted) */
 };
 
 static void kc_parse_options(pam_handle_t *pamh, int argc, const char **argv, struct kc_options *options) {
     options->kc = KC_DEFAULT_PATH;
     options->budget_ms = KC_DEFAULT_BUDGET_MS;
+    options->executable = -1;
     for (int i = 0; i < argc; i++) {
         const char *seconds_text = NULL;
         if (strncmp(argv[i], "kc=", 3) == 0 && argv[i][3] == '/') {
@@ -97,33 +100,85 @@ static void kc_parse_options(pam_handle_t *pamh, int argc, const char **argv, st
     }
 }
 
-/* Whether a program may be given a password: a regular file that only root can change. */
-static int kc_file_is_trusted(pam_handle_t *pamh, const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        pam_syslog(pamh, LOG_ERR, "cannot use %s: %s; install kc with Tools/setup.sh, or give its path as kc=PATH", path, strerror(errno));
-        return 0;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+/* Whether a file may be given a password: a regular file that only root can change. */
+static int kc_stat_is_trusted(pam_handle_t *pamh, const char *path, const struct stat *st) {
+    if (!S_ISREG(st->st_mode) || st->st_uid != 0 || (st->st_mode & (S_IWGRP | S_IWOTH)) != 0) {
         pam_syslog(pamh, LOG_ERR, "not running %s: it must be a regular file owned by root and writable only by root", path);
         return 0;
     }
     return 1;
 }
 
-/* Whether kc may run: the file, and the full kc `kc-full` beside it if there is one
- * (installed with kc's front, docs/FRONT.md, which executes it: the same check). */
-static int kc_is_trusted(pam_handle_t *pamh, const char *path) {
-    if (!kc_file_is_trusted(pamh, path)) return 0;
+/* Whether no one but root can replace what is in `folder` and in each folder above it:
+ * each owned by root, and writable by no one else (above the first, a sticky folder
+ * such as /tmp is enough: no one can rename or replace root's entries in it). */
+static int kc_folders_are_trusted(pam_handle_t *pamh, const char *folder) {
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s", folder) >= (int)sizeof path) return 0;
+    for (int first = 1;; first = 0) {
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
+            ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (first || (st.st_mode & S_ISVTX) == 0))) {
+            pam_syslog(pamh, LOG_ERR, "not running kc from %s: %s must be a folder of root's that no one else can write in",
+                       folder, path);
+            return 0;
+        }
+        char *slash = strrchr(path, '/');
+        if (slash == NULL || slash == path) {
+            if (strcmp(path, "/") == 0) return 1;
+            path[1] = '\0';  /* the root folder, last */
+            continue;
+        }
+        *slash = '\0';
+    }
+}
+
+/* kc, opened once: the file checked is the file run (fexecve), so no one can swap it
+ * in between. It and the full kc `kc-full` beside it (installed with kc's front,
+ * docs/FRONT.md, which executes it by name) must be root's alone, in folders no one
+ * else can change. Returns the descriptor, or -1 (logged). */
+static int kc_open_trusted(pam_handle_t *pamh, const char *path) {
     char real[PATH_MAX], full[PATH_MAX + 8];
-    if (realpath(path, real) == NULL) return 0;
-    char *slash = strrchr(real, '/');
-    if (slash == NULL) return 0;
-    slash[1] = '\0';
-    if (snprintf(full, sizeof full, "%skc-full", real) >= (int)sizeof full) return 0;
+    if (realpath(path, real) == NULL) {
+        pam_syslog(pamh, LOG_ERR, "cannot use %s: %s; install kc with Tools/setup.sh, or give its path as kc=PATH", path, strerror(errno));
+        return -1;
+    }
+    int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     struct stat st;
-    if (lstat(full, &st) != 0 && errno == ENOENT) return 1;
-    return kc_file_is_trusted(pamh, full);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        pam_syslog(pamh, LOG_ERR, "cannot use %s: %s; install kc with Tools/setup.sh, or give its path as kc=PATH", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    char *slash = strrchr(real, '/');
+    if (!kc_stat_is_trusted(pamh, path, &st) || slash == NULL) {
+        close(fd);
+        return -1;
+    }
+    *slash = '\0';
+    if (!kc_folders_are_trusted(pamh, real[0] != '\0' ? real : "/") ||
+        snprintf(full, sizeof full, "%s/kc-full", real) >= (int)sizeof full) {
+        close(fd);
+        return -1;
+    }
+    /* kc-full may be a link (a build folder's is): what it leads to is checked as kc is. */
+    if (lstat(full, &st) != 0) {
+        if (errno == ENOENT) return fd;
+        close(fd);
+        return -1;
+    }
+    char full_real[PATH_MAX];
+    char *full_slash = realpath(full, full_real) != NULL ? strrchr(full_real, '/') : NULL;
+    if (full_slash == NULL || stat(full_real, &st) != 0 || !kc_stat_is_trusted(pamh, full, &st)) {
+        close(fd);
+        return -1;
+    }
+    *full_slash = '\0';
+    if (!kc_folders_are_trusted(pamh, full_real[0] != '\0' ? full_real : "/")) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 static long kc_now_ms(void) {
@@ -171,38 +226,52 @@ static int kc_look_up(pam_handle_t *pamh, const char *name, struct kc_user *user
 }
 
 /* The child's child, kc: standard input is the socket, standard error and output the
- * pipe back to the module; it becomes the user (unless it is the user already: a
- * screen locker runs PAM as the user) and runs kc with only what kc reads in its
- * environment. Never returns. */
-static void kc_exec(int input, int output, const char *kc, char *const arguments[], const struct kc_user *user,
+ * pipe back to the module, and an environment of only what kc reads: the user as the
+ * name service gave them (ids, groups, home). kc reads what it is given first and only
+ * then becomes the user: a process that changed its uid from root cannot be traced
+ * (the kernel makes it non-dumpable), so no process of the user's can take the
+ * password from it, whereas one started as the user could be traced from its first
+ * instruction. A module already running as the user (a screen locker) gives up any
+ * group a setgid program gave it. Never returns. */
+static void kc_exec(int input, int output, int executable, char *const arguments[], const struct kc_user *user,
                     const char *type, const char *service) {
     if (dup2(input, STDIN_FILENO) < 0 || dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0) _exit(127);
-    closefrom(STDERR_FILENO + 1);
-    if (getuid() != user->uid || geteuid() != user->uid) {
-        if (setgroups((size_t)user->group_count, user->groups) != 0 || setgid(user->gid) != 0 || setuid(user->uid) != 0) {
-            dprintf(STDERR_FILENO, "kc: could not become %s (uid %u): %s; PAM runs kc as root for a login\n",
-                    user->name, (unsigned)user->uid, strerror(errno));
-            _exit(126);
-        }
-        if (getuid() != user->uid || geteuid() != user->uid || getgid() != user->gid) _exit(126);
+    /* A script (`#!`) is run by its interpreter through /dev/fd/3, which must stay
+     * open across the exec; a program needs no descriptor of itself. */
+    char start[2] = {0, 0};
+    const int script = pread(executable, start, 2, 0) == 2 && start[0] == '#' && start[1] == '!';
+    if (executable == STDERR_FILENO + 1 ? fcntl(executable, F_SETFD, script ? 0 : FD_CLOEXEC) < 0
+                                        : dup3(executable, STDERR_FILENO + 1, script ? 0 : O_CLOEXEC) < 0) {
+        dprintf(STDERR_FILENO, "kc: cannot run %s: %s\n", arguments[0], strerror(errno));
+        _exit(127);
     }
+    closefrom(STDERR_FILENO + 2);
+    if (geteuid() != 0 && setresgid(getgid(), getgid(), getgid()) != 0) _exit(126);
+    char groups[256 * 11 + 32];
+    size_t used = (size_t)snprintf(groups, sizeof groups, "KC_PAM_GROUPS=");
+    for (int i = 0; i < user->group_count && used < sizeof groups - 12; i++)
+        used += (size_t)snprintf(groups + used, sizeof groups - used, i == 0 ? "%u" : ",%u", (unsigned)user->groups[i]);
     char user_variable[300], logname_variable[300], home_variable[PATH_MAX + 8], type_variable[64], service_variable[300];
+    char uid_variable[32], gid_variable[32];
     snprintf(user_variable, sizeof user_variable, "PAM_USER=%s", user->name);
     snprintf(logname_variable, sizeof logname_variable, "USER=%s", user->name);
     snprintf(home_variable, sizeof home_variable, "HOME=%s", user->home);
     snprintf(type_variable, sizeof type_variable, "PAM_TYPE=%s", type);
     snprintf(service_variable, sizeof service_variable, "PAM_SERVICE=%s", service);
+    snprintf(uid_variable, sizeof uid_variable, "KC_PAM_UID=%u", (unsigned)user->uid);
+    snprintf(gid_variable, sizeof gid_variable, "KC_PAM_GID=%u", (unsigned)user->gid);
     char *environment[] = {user_variable, logname_variable, home_variable, type_variable, service_variable,
+                           uid_variable, gid_variable, groups,
                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-    execve(kc, arguments, environment);
-    dprintf(STDERR_FILENO, "kc: cannot run %s: %s\n", kc, strerror(errno));
+    fexecve(STDERR_FILENO + 1, arguments, environment);
+    dprintf(STDERR_FILENO, "kc: cannot run %s: %s\n", arguments[0], strerror(errno));
     _exit(127);
 }
 
 /* The module's child: leads a process group of its own, starts kc in it, tells the
  * module kc's pid, and ends with kc's exit status (128 + the signal that killed it).
  * The module never waits on kc itself: only on this process, which a kill ends at once. */
-static void kc_supervise(int input, int output, int report, const char *kc, char *const arguments[],
+static void kc_supervise(int input, int output, int report, int executable, char *const arguments[],
                          const struct kc_user *user, const char *type, const char *service) {
     sigset_t none;
     sigemptyset(&none);
@@ -213,7 +282,7 @@ static void kc_supervise(int input, int output, int report, const char *kc, char
     if (child < 0) _exit(125);
     if (child == 0) {
         close(report);
-        kc_exec(input, output, kc, arguments, user, type, service);
+        kc_exec(input, output, executable, arguments, user, type, service);
     }
     close(input);
     close(output);
@@ -312,7 +381,7 @@ static long kc_run(pam_handle_t *pamh, const struct kc_options *options, const s
     sigemptyset(&default_action.sa_mask);
     sigaction(SIGCHLD, &default_action, &saved_action);
     pid_t supervisor = fork();
-    if (supervisor == 0) kc_supervise(pair[1], output[1], report[1], options->kc, arguments, user, type, service);
+    if (supervisor == 0) kc_supervise(pair[1], output[1], report[1], options->executable, arguments, user, type, service);
     close(pair[1]);
     close(output[1]);
     close(report[1]);
@@ -404,9 +473,14 @@ static int kc_prepare(pam_handle_t *pamh, int argc, const char **argv, struct kc
     kc_parse_options(pamh, argc, argv, options);
     const void *item = NULL;
     if (pam_get_item(pamh, PAM_USER, &item) != PAM_SUCCESS || item == NULL || *(const char *)item == '\0') return 0;
-    if (strlen(item) > 256) return 0;
-    if (!kc_is_trusted(pamh, options->kc)) return 0;
-    return kc_look_up(pamh, item, user);
+    if (strlen(item) > 256 || !kc_look_up(pamh, item, user)) return 0;
+    options->executable = kc_open_trusted(pamh, options->kc);
+    return options->executable >= 0;
+}
+
+static void kc_finish(struct kc_options *options) {
+    if (options->executable >= 0) close(options->executable);
+    options->executable = -1;
 }
 
 static char *kc_unlock[] = {"unlock", "--pam", NULL};
@@ -464,11 +538,13 @@ PAM_EXTERN int pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, cons
     if (pam_get_item(pamh, PAM_AUTHTOK, &password) != PAM_SUCCESS || password == NULL) return PAM_IGNORE;
     struct kc_options options;
     struct kc_user user;
-    if (!kc_prepare(pamh, argc, argv, &options, &user)) return PAM_IGNORE;
     long spent = kc_spent(pamh);
-    if (spent >= options.budget_ms) return PAM_IGNORE;
-    spent += kc_run(pamh, &options, &user, "auth", kc_unlock, password, strlen(password), options.budget_ms - spent, 0);
-    kc_record_spent(pamh, spent);
+    if (!kc_prepare(pamh, argc, argv, &options, &user)) return PAM_IGNORE;
+    if (spent < options.budget_ms) {
+        spent += kc_run(pamh, &options, &user, "auth", kc_unlock, password, strlen(password), options.budget_ms - spent, 0);
+        kc_record_spent(pamh, spent);
+    }
+    kc_finish(&options);
     return PAM_IGNORE;
 }
 
@@ -484,12 +560,12 @@ PAM_EXTERN int pam_sm_open_session(pam_handle_t *pamh, int flags, int argc, cons
     struct kc_user user;
     long spent = kc_spent(pamh);
     if (!kc_prepare(pamh, argc, argv, &options, &user)) return PAM_IGNORE;
-    if (spent >= options.budget_ms) {
+    if (spent >= options.budget_ms)
         pam_syslog(pamh, LOG_NOTICE, "user %s: kc's %ld ms of this login were spent in auth; its session step is skipped: run 'kc unlock' in the session",
                    user.name, options.budget_ms);
-        return PAM_IGNORE;
-    }
-    kc_run(pamh, &options, &user, "open_session", kc_unlock, "", 0, options.budget_ms - spent, 0);
+    else
+        kc_run(pamh, &options, &user, "open_session", kc_unlock, "", 0, options.budget_ms - spent, 0);
+    kc_finish(&options);
     return PAM_IGNORE;
 }
 
@@ -498,31 +574,53 @@ PAM_EXTERN int pam_sm_close_session(pam_handle_t *pamh, int flags, int argc, con
     return PAM_IGNORE;
 }
 
+#define KC_PASSWORD_SPENT_DATA "pam_kc_password_spent_ms"
+
+/* A password change has one budget too, for its two passes (module data: both run in
+ * the same process), so a kc stuck in the kernel holds `passwd` up once, not twice. */
+static long kc_password_spent(pam_handle_t *pamh) {
+    const void *kept = NULL;
+    return pam_get_data(pamh, KC_PASSWORD_SPENT_DATA, &kept) == PAM_SUCCESS && kept != NULL ? *(const long *)kept : 0;
+}
+
+static void kc_record_password_spent(pam_handle_t *pamh, long spent) {
+    long *kept = malloc(sizeof *kept);
+    if (kept == NULL) return;
+    *kept = spent;
+    if (pam_set_data(pamh, KC_PASSWORD_SPENT_DATA, kept, kc_free_spent) != PAM_SUCCESS) free(kept);
+}
+
 PAM_EXTERN int pam_sm_chauthtok(pam_handle_t *pamh, int flags, int argc, const char **argv) {
     struct kc_options options;
     struct kc_user user;
     const int show = (flags & PAM_SILENT) == 0;
-    if ((flags & PAM_PRELIM_CHECK) != 0) {
+    const int prelim = (flags & PAM_PRELIM_CHECK) != 0;
+    if (!prelim && (flags & PAM_UPDATE_AUTHTOK) == 0) return PAM_IGNORE;
+    const void *old = NULL, *new = NULL;
+    if (!prelim && (pam_get_item(pamh, PAM_AUTHTOK, &new) != PAM_SUCCESS || new == NULL)) return PAM_IGNORE;
+    long spent = kc_password_spent(pamh);
+    if (!kc_prepare(pamh, argc, argv, &options, &user)) return PAM_IGNORE;
+    if (spent >= options.budget_ms) {
+        pam_syslog(pamh, LOG_NOTICE, "user %s: kc's %ld ms of this password change were spent in its check; the vault's passphrase did not follow: run 'kc vault passwd'",
+                   user.name, options.budget_ms);
+    } else if (prelim) {
         /* Before the password changes: can the vault take its new passphrase? If not,
          * the user hears it now, with the fix, while the old password still works. */
-        if (kc_prepare(pamh, argc, argv, &options, &user))
-            kc_run(pamh, &options, &user, "password", kc_passwd_check, "", 0, options.budget_ms, show);
-        return PAM_IGNORE;
+        kc_record_password_spent(pamh, spent + kc_run(pamh, &options, &user, "password", kc_passwd_check, "", 0, options.budget_ms, show));
+    } else {
+        if (pam_get_item(pamh, PAM_OLDAUTHTOK, &old) != PAM_SUCCESS) old = NULL;
+        size_t old_length = old != NULL ? strlen(old) : 0, new_length = strlen(new);
+        /* Tokens hold no NUL byte (PAM keeps them as C strings): "OLD\0NEW". */
+        char *input = malloc(old_length + 1 + new_length);
+        if (input != NULL) {
+            if (old_length > 0) memcpy(input, old, old_length);
+            input[old_length] = '\0';
+            memcpy(input + old_length + 1, new, new_length);
+            kc_run(pamh, &options, &user, "password", kc_passwd, input, old_length + 1 + new_length, options.budget_ms - spent, show);
+            explicit_bzero(input, old_length + 1 + new_length);
+            free(input);
+        }
     }
-    if ((flags & PAM_UPDATE_AUTHTOK) == 0) return PAM_IGNORE;
-    const void *old = NULL, *new = NULL;
-    if (pam_get_item(pamh, PAM_AUTHTOK, &new) != PAM_SUCCESS || new == NULL) return PAM_IGNORE;
-    if (pam_get_item(pamh, PAM_OLDAUTHTOK, &old) != PAM_SUCCESS) old = NULL;
-    if (!kc_prepare(pamh, argc, argv, &options, &user)) return PAM_IGNORE;
-    size_t old_length = old != NULL ? strlen(old) : 0, new_length = strlen(new);
-    /* Tokens hold no NUL byte (PAM keeps them as C strings): "OLD\0NEW". */
-    char *input = malloc(old_length + 1 + new_length);
-    if (input == NULL) return PAM_IGNORE;
-    if (old_length > 0) memcpy(input, old, old_length);
-    input[old_length] = '\0';
-    memcpy(input + old_length + 1, new, new_length);
-    kc_run(pamh, &options, &user, "password", kc_passwd, input, old_length + 1 + new_length, options.budget_ms, show);
-    explicit_bzero(input, old_length + 1 + new_length);
-    free(input);
+    kc_finish(&options);
     return PAM_IGNORE;
 }

@@ -29,8 +29,9 @@ extension KC {
               kc unlock --passphrase-fd 3 3< ~/.config/kc/passphrase
 
             --pam is for PAM (pam_kc.so, switched on with 'pam-auth-update --enable kc';
-            see the README), which starts kc as PAM_USER with HOME (under pam_exec, as
-            root, kc becomes PAM_USER itself): as the auth step it reads the login
+            see the README), which gives kc the user's ids, groups and HOME from the
+            name service (under pam_exec kc looks PAM_USER up in /etc/passwd); kc
+            becomes the user before it touches anything: as the auth step it reads the login
             password on standard input and loads after-first-unlock and always items; as
             the session step it loads the new login session's when-unlocked items with
             what the auth step left in the user keyring. A user without a vault is not
@@ -101,6 +102,7 @@ extension KC {
                     standardError("kc: this session shares the session keyring of uid \(owner) (su or sudo without 'session optional pam_keyinit.so force revoke' in /etc/pam.d/\(service)), so its when-unlocked items were not loaded; in it, run 'keyctl new_session' then 'kc unlock'")
                     return
                 }
+                Vault.keepSessionKeyringTheUsers()
                 let report = try vault.unlockWithStashedIdentity(levels: [.whenUnlocked])
                 if let report { try show(report, json: false, quietUnlessProblem: true) }
             default:

@@ -82,7 +82,9 @@ final class DistroStackTests: KeyringTestCase {
         let folder = sandbox.folder + "/recorder"
         XCTAssertEqual(mkdir(folder, 0o755), 0)
         let runs = folder + "/runs.txt", recorder = folder + "/kc"
-        // pam_kc runs it as the user: the record is theirs to write.
+        // pam_kc runs it as root with the user's ids (KC_PAM_UID); kc becomes the user,
+        // and the session keyring, whose possessor rights kc's session step moves to the
+        // user, is read as the user.
         XCTAssertTrue(FileManager.default.createFile(atPath: runs, contents: nil, attributes: [.posixPermissions: 0o666]))
         try """
             #!/bin/sh
@@ -91,7 +93,7 @@ final class DistroStackTests: KeyringTestCase {
             {
                 printf '%s %s exit=%s\\n' "$PAM_TYPE" "$*" "$status"
                 if [ "$PAM_TYPE" = open_session ]; then
-                    printf 'session keyring: %s\\n' "$(\(LoginSandbox.sessionItemScript(service: service, item: "session").replacingOccurrences(of: "\n", with: "; ")))"
+                    printf 'session keyring: %s\\n' "$(setpriv --reuid="$KC_PAM_UID" --regid="$KC_PAM_GID" --clear-groups sh -c '\(LoginSandbox.sessionItemScript(service: service, item: "session").replacingOccurrences(of: "\n", with: "; "))')"
                 fi
             } >> '\(runs)'
             exit $status

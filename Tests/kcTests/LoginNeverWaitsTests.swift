@@ -67,12 +67,47 @@ extension VaultLoginTests {
         XCTAssertNotNil(skipped, "the session step does not get a second budget")
         let stuck = try runShell("for p in $(pgrep -u \(uid) -f 'unlock --pam'); do cut -d')' -f2 /proc/$p/stat | cut -c2; done | grep -c D")
         XCTAssertEqual(stuck.output, "1\n", "the stuck kc is left to init, not waited on: \(stuck)")
+        // kc read the password as root and then became the user: not dumpable, so none
+        // of the user's processes can trace it and take the password (/proc shows a
+        // process that is not dumpable as root's).
+        let owner = try runShell("for p in $(pgrep -u \(uid) -f 'unlock --pam'); do stat -c %U /proc/$p/status; done")
+        XCTAssertEqual(owner.output, "root\n", "the user's kc cannot be traced by the user: \(owner)")
+
+        // A password change has one budget for its two passes: root's `passwd USER`
+        // waits for the check once, and the update is skipped and logged.
+        let reset = "Reset-\(UUID().uuidString.prefix(10))"
+        let changeStarted = Date()
+        let change = try runCommand("/usr/bin/timeout", ["30", "/usr/bin/pamtester", stack, VaultAccount.name, "chauthtok"],
+                                    input: Array("\(reset)\n\(reset)\n".utf8))
+        XCTAssertEqual(change.status, 0, "\(change)")
+        XCTAssertLessThan(Date().timeIntervalSince(changeStarted), 10)
+        XCTAssertNotNil(log.receive(within: 3) { $0.contains("were spent in its check; the vault's passphrase did not follow: run 'kc vault passwd'") })
+    }
+
+    /// pam_kc ran kc by path after checking it by path: a user able to write in kc's
+    /// folder (a group-writable /usr/local/bin) could swap in a program of theirs between
+    /// the two and get every login's password. Now every folder above kc must be root's
+    /// and writable by no one else, and the module runs the very file it checked.
+    func testKCInAFolderOthersCanWriteInIsNeverRun() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: PAM, and a test account") }
+        let service = "kc-test.\(getpid()).vault-folder"
+        let home = try accountWithVault(service: service)
+        let folder = try makeVault(create: false).dataHome + "/shared-bin"
+        XCTAssertEqual(try runShell("mkdir -p '\(folder)' && cp '\(VaultAccount.kcPath)' '\(folder)/kc' && chmod 755 '\(folder)/kc' && chmod 2775 '\(folder)'").status, 0)
+        XCTAssertEqual(chmod(folder + "/..", 0o755), 0)
+        let stack = try loginService(try debianStack(["--enable", "kc"]), kc: folder + "/kc")
+        let log = try DatagramReceiver.listenAsSyslog()
+        defer { log.close() }
+        XCTAssertEqual(try pamtester(stack, ["authenticate", "open_session"], password: password).status, 0)
+        XCTAssertNotNil(log.receive(within: 3) { $0.contains("not running kc from \(folder): \(folder) must be a folder of root's that no one else can write in") })
+        XCTAssertEqual(try accountView(service, home: home).output, " user=1\n boot=1\nunlocked=0\n", "kc did not run")
     }
 
     /// A user the system's name service knows but /etc/passwd does not (LDAP, SSSD,
     /// extrausers): the static kc cannot use NSS, so it said "no user named ..." and
-    /// unlocked nothing. pam_kc looks the user up and starts kc as that user with HOME;
-    /// kc asks no user database then.
+    /// unlocked nothing. pam_kc looks the user up and gives kc the ids, groups and HOME
+    /// (KC_PAM_UID, KC_PAM_GID, KC_PAM_GROUPS); kc switches to them and asks no user
+    /// database.
     func testKCStartedAsTheUserUnlocksForANameNoDatabaseOfItsOwnKnows() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root: a test account") }
         let service = "kc-test.\(getpid()).vault-nss"
@@ -80,9 +115,9 @@ extension VaultLoginTests {
         let ghost = "kc-nss-only-\(getpid())"
         XCTAssertNotEqual(try runCommand("/usr/bin/getent", ["passwd", ghost]).status, 0, "\(ghost) is in no user database")
         let gid = try runShell("id -g \(VaultAccount.name)").output.trimmingCharacters(in: .whitespacesAndNewlines)
-        // As pam_kc starts it: already the user, with PAM_USER, PAM_TYPE and HOME.
+        // As pam_kc starts it: as root, with the account the name service gave.
         let step = try runCommand("/usr/bin/keyctl", ["session", "-", "/usr/bin/env", "-i", "PAM_USER=\(ghost)", "PAM_TYPE=auth", "HOME=\(home.dataHome)",
-                                                      "/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", VaultAccount.kcPath, "unlock", "--pam"],
+                                                      "KC_PAM_UID=\(uid)", "KC_PAM_GID=\(gid)", "KC_PAM_GROUPS=\(gid)", VaultAccount.kcPath, "unlock", "--pam"],
                                   input: Array(password.utf8))
         XCTAssertEqual(step.status, 0, "\(step)")
         XCTAssertEqual(VaultAccount.withoutSessionNotice(step).standardError, "", "\(step)")

@@ -128,3 +128,14 @@ extension Vault {
         _ = try? anchor.setPermissions(mask)
     }
 }
+
+extension Vault {
+    /// Moves the login session keyring's possessor rights to its owner, as every store
+    /// into it does (``Anchor/serialForWriting()``), even when the session gets no item:
+    /// another uid that shares the session (`su` without pam_keyinit) then cannot list
+    /// it, nor find through it the user keyring pam_keyinit linked there. The PAM
+    /// session step calls it. Nothing happens for a session keyring of another uid's.
+    public static func keepSessionKeyringTheUsers() {
+        _ = try? Anchor.session.serialForWriting()
+    }
+}

@@ -44,13 +44,12 @@ public enum PAMUser {
 
     /// The account pam_kc gave, if it gave one: ids, groups and an absolute home.
     private static func givenAccount(_ name: String) throws(KeychainError) -> (account: UserAccount, groups: [gid_t])? {
-        func variable(_ key: String) -> String? { getenv(key).map { String(cString: $0) } }
-        guard let uidText = variable("KC_PAM_UID") else { return nil }
-        guard let uid = UInt32(uidText), let gid = variable("KC_PAM_GID").flatMap(UInt32.init),
-              let home = variable("HOME"), home.hasPrefix("/")
+        guard let uidText = getenv("KC_PAM_UID").map({ String(cString: $0) }) else { return nil }
+        guard let uid = UInt32(uidText), let gid = getenv("KC_PAM_GID").map({ String(cString: $0) }).flatMap(UInt32.init),
+              let home = getenv("HOME").map({ String(cString: $0) }), home.hasPrefix("/")
         else { throw .cannotSwitchUser(user: name, reason: "KC_PAM_UID, KC_PAM_GID and HOME must be numbers and an absolute path") }
         var groups: [gid_t] = []
-        for text in (variable("KC_PAM_GROUPS") ?? "").split(separator: ",") {
+        for text in (getenv("KC_PAM_GROUPS").map { String(cString: $0) } ?? "").split(separator: ",") {
             guard let group = gid_t(text) else { throw .cannotSwitchUser(user: name, reason: "KC_PAM_GROUPS must be group ids separated by commas") }
             groups.append(group)
         }

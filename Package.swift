@@ -107,6 +107,9 @@ let package = Package(
         // statically so that the installed daemon needs no toolchain beside it.
         .systemLibrary(name: "CSDBus", pkgConfig: "libsystemd",
                        providers: [.apt(["libsystemd-dev"])]),
+        // libgcrypt's modular power for the Secret Service's Diffie-Hellman transport, as
+        // gnome-keyring uses it (libsystemd already links libgcrypt on Debian).
+        .systemLibrary(name: "CGcrypt", providers: [.apt(["libgcrypt20-dev"])]),
         .target(
             name: "KCSecretService",
             dependencies: [
@@ -114,6 +117,7 @@ let package = Package(
                 "KernelKeychain",
                 "Keyrings",
                 "CSDBus",
+                "CGcrypt",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]

@@ -3,7 +3,7 @@
 #   install-deps.sh          to build and use kc: libkeyutils-dev, libfuse3-dev and
 #                            libpam0g-dev (the PAM module) to build, keyutils (keyctl), fuse3 (fusermount3) and attr
 #                            (getfattr/setfattr) to use it, libsystemd-dev (sd-bus, for
-#                            kc-secretd), dbus-daemon and dbus-user-session (a session
+#                            kc-secretd) and libgcrypt20-dev (its Diffie-Hellman), dbus-daemon and dbus-user-session (a session
 #                            bus without a desktop), libsecret-tools (secret-tool), bash-completion (which
 #                            loads kc's completions), man-db (man kc), acl (see
 #                            /dev/fuse below), and python3-pip, python3-setuptools
@@ -26,7 +26,7 @@
 #                            gnome-keyring (the Secret Service reference the tests compare with)
 set -euo pipefail
 packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db libpam0g-dev
-          libsystemd-dev dbus-daemon dbus-user-session libsecret-tools
+          libsystemd-dev libgcrypt20-dev dbus-daemon dbus-user-session libsecret-tools
           python3-pip python3-setuptools python3-keyring)
 if [ "${1:-}" = "--tests" ]; then
     packages+=(strace python3 gdb podman runc busybox-static age pamtester openssh-server sshpass libnss-extrausers expect hyperfine

@@ -67,13 +67,3 @@ extension Array where Element == UInt8 {
         self = bytes
     }
 }
-
-/// Little-endian limbs as hex, most significant first (leading zero limbs kept, as
-/// zeros), written independently of the code under test.
-func hex(limbs: [UInt64]) -> String {
-    guard !limbs.isEmpty else { return "0" }
-    return limbs.reversed().map { limb in
-        let digits = String(limb, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
-    }.joined()
-}

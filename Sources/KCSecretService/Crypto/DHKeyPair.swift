@@ -18,7 +18,7 @@ public struct DHKeyPair: Sendable {
     /// generator (`PrivateExponent` says why 256 bits suffice), and its public key.
     public static func generate() throws(SecretCryptoError) -> DHKeyPair {
         let exponent = try PrivateExponent()
-        let publicKey = exponent.withLimbs { OakleyGroup2.powerOfTwo(exponent: $0) }
+        let publicKey = exponent.withBytes { OakleyGroup2.powerOfTwo(exponent: $0) }
         return DHKeyPair(publicKey: publicKey, exponent: exponent)
     }
 
@@ -31,7 +31,7 @@ public struct DHKeyPair: Sendable {
     /// with no salt and empty info; its first 16 bytes are the key.
     public func sharedAESKey(clientPublicKey: [UInt8]) throws(SecretCryptoError) -> [UInt8] {
         let clientValue = try OakleyGroup2.publicValue(bigEndian: clientPublicKey)
-        var sharedSecret = exponent.withLimbs { OakleyGroup2.power(base: clientValue, exponent: $0) }
+        var sharedSecret = exponent.withBytes { OakleyGroup2.power(base: clientValue, exponent: $0) }
         defer { sharedSecret.zeroize() }
         // SymmetricKey keeps its own copy in memory it zeroes when freed.
         let key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: sharedSecret), outputByteCount: 16)

@@ -13,29 +13,27 @@
 /// to lie in 2 … p − 2 (`OakleyGroup2.publicValue`). A short exponent makes the
 /// client's key's power four times cheaper than a full-length one.
 final class PrivateExponent: @unchecked Sendable {
-    /// Limbs of the exponent.
-    static let limbCount = 4
+    /// Bytes of the exponent (big-endian; random, so the order does not matter).
+    static let byteCount = 32
 
     // Written only in `init` and `deinit`, so sharing it between threads is safe.
-    private let limbs: UnsafeMutablePointer<UInt64>
+    private let bytes: UnsafeMutablePointer<UInt8>
 
-    /// A fresh exponent, 2 ≤ x < 2^256 (0 and 1 would give the public keys 1 and 2;
-    /// drawn again, with probability 2^−255).
     init() throws(SecretCryptoError) {
-        limbs = .allocate(capacity: Self.limbCount)
-        limbs.initialize(repeating: 0, count: Self.limbCount)
+        bytes = .allocate(capacity: Self.byteCount)
+        bytes.initialize(repeating: 0, count: Self.byteCount)
+        let buffer = UnsafeMutableRawBufferPointer(start: bytes, count: Self.byteCount)
         repeat {
-            try SystemEntropy.fill(UnsafeMutableRawBufferPointer(start: limbs, count: Self.limbCount * 8))
-        } while limbs[1] == 0 && limbs[2] == 0 && limbs[3] == 0 && limbs[0] < 2
+            try SystemEntropy.fill(buffer)
+        } while buffer.dropLast().allSatisfy({ $0 == 0 }) && buffer[Self.byteCount - 1] < 2
     }
 
     deinit {
-        zeroBytes(UnsafeMutableRawBufferPointer(start: limbs, count: Self.limbCount * 8))
-        limbs.deallocate()
+        zeroBytes(UnsafeMutableRawBufferPointer(start: bytes, count: Self.byteCount))
+        bytes.deallocate()
     }
 
-    /// Runs `body` with the exponent's little-endian limbs.
-    func withLimbs<Result>(_ body: (UnsafeBufferPointer<UInt64>) -> Result) -> Result {
-        body(UnsafeBufferPointer(start: limbs, count: Self.limbCount))
+    func withBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+        body(UnsafeBufferPointer(start: bytes, count: Self.byteCount))
     }
 }

@@ -3,7 +3,9 @@ import KernelKeychain
 /// Where kc-secretd keeps its ``SecretIndex`` between daemons, so that every daemon of
 /// the user (a new login, a second session bus, a restart) finds the items by their
 /// attributes for exactly as long as the items live: in the vault (``VaultIndexHome``),
-/// encrypted, kept across reboots as the items are.
+/// encrypted, kept across reboots as the items are; without one, in a file of the
+/// user's tied to the boot (``BootIndexFile``), since the kernel keeps the items until
+/// reboot.
 ///
 /// Every change goes through ``update(alongside:_:)``, under the home's lock, applied to
 /// the index as it is saved then (another daemon's changes are kept), and a saved index
@@ -16,7 +18,7 @@ protocol IndexHome {
     /// none.
     func stamp() -> [Int]?
 
-    /// The saved index, nil if there is none. Throws
+    /// The saved index, nil if there is none (or it belongs to an earlier boot). Throws
     /// ``SecretStore/vaultLocked`` while the vault is locked, and `Failed` for an index
     /// this process must not use (damaged, a newer kc's, not safely the user's own).
     func read() throws(BusError) -> SecretIndex?
@@ -29,8 +31,8 @@ protocol IndexHome {
     func update(alongside: () throws(KeychainError) -> Void,
                 _ body: (SecretIndex?) throws(BusError) -> SecretIndex?) throws(IndexUpdateFailure) -> [Int]?
 
-    /// Removes what a save killed mid-way left behind (a staged copy of the index): for
-    /// a daemon's first look at the index.
+    /// Removes what a save killed mid-way left behind (a staged copy of the index), and
+    /// an index of an earlier boot: for a daemon's first look at the index.
     func tidy()
 }
 

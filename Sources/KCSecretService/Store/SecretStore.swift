@@ -22,8 +22,11 @@ final class SecretStore {
     /// Collections a client locked (`Lock`): their secrets are refused over D-Bus until
     /// `Unlock`, which needs no prompt while the vault is unlocked.
     private(set) var lockedByClient: Set<String> = []
-    /// Whether the index lives only in this process (no vault: nothing survives a reboot).
+    /// Whether the index lives only in this process: no vault, and no folder for the
+    /// boot's file (``BootIndexFile``) that kc-secretd may use.
     private(set) var inMemoryOnly = false
+    /// Where the index is kept without a vault (the boot's file); nil with one, or in memory.
+    private(set) var bootIndexLocation: String?
     /// The saved index as last read or written (``IndexHome/stamp()``): another
     /// kc-secretd of the same user (on another session bus) may change it.
     private var stamp: [Int]?
@@ -34,8 +37,12 @@ final class SecretStore {
     /// is seen without a check of the folders above it on every call.
     private var foundVault: Vault?
     private var vaultLookedFor: time_t = 0
+    /// The boot's file, for a user without a vault (its folder is checked at each use).
+    private lazy var bootFile: Result<BootIndexFile, BusError> = BootIndexFile.current()
     /// The homes whose leftovers (a staged copy of a killed save) this daemon removed.
     private var tidied: Set<String> = []
+    /// The last reason the boot's file could not be used, logged once.
+    private var reportedFolderProblem: String?
 
     private func vault() throws(KeychainError) -> Vault? {
         if let foundVault { return foundVault }
@@ -52,9 +59,29 @@ final class SecretStore {
 
     // MARK: The index
 
-    /// Where the index is kept: the vault's document; nil without a vault (in memory).
+    /// Where the index is kept now: the vault's document if there is a vault, else the
+    /// boot's file if its folder may be used; nil to keep it in memory (logged once).
     private func home() throws(BusError) -> IndexHome? {
-        try indexVault().map { VaultIndexHome(vault: $0) }
+        if let vault = try indexVault() { return VaultIndexHome(vault: vault) }
+        switch bootFile {
+        case .failure(let error):
+            noteFolderProblem(error.message)
+            return nil
+        case .success(let file):
+            do {
+                close(try file.openFolder())
+                return file
+            } catch {
+                noteFolderProblem(error.message)
+                return nil
+            }
+        }
+    }
+
+    private func noteFolderProblem(_ problem: String) {
+        guard problem != reportedFolderProblem else { return }
+        reportedFolderProblem = problem
+        Log.error("no vault, and the index cannot be kept in a file (\(problem)): attributes are kept only while this kc-secretd runs")
     }
 
     /// Reads the index if it is not loaded yet; false while the vault is locked (or the
@@ -65,10 +92,12 @@ final class SecretStore {
         do {
             guard let home = try home() else {
                 inMemoryOnly = true
+                bootIndexLocation = nil
                 index = Self.withBuiltins(SecretIndex())
                 return true
             }
             inMemoryOnly = false
+            bootIndexLocation = home is BootIndexFile ? home.location : nil
             if !tidied.contains(home.location) {
                 home.tidy()
                 tidied.insert(home.location)
@@ -128,7 +157,7 @@ final class SecretStore {
         return current
     }
 
-    /// The vault the index is kept in; nil without one (the index lives in this process).
+    /// The vault the index is kept in; nil without one.
     private func indexVault() throws(BusError) -> Vault? {
         do { return try vault() } catch { throw .failed("the vault cannot be used: \(error)") }
     }
@@ -145,7 +174,7 @@ final class SecretStore {
 
     /// Changes the index and saves it, with `alongside`, the change to the kernel that
     /// the new index describes (a value stored or removed): both happen or neither. In
-    /// the vault, under its lock, the change is applied to the index
+    /// the vault or the boot's file, under its lock, the change is applied to the index
     /// as it is saved then (another kc-secretd's changes are kept); it is staged first,
     /// so a full disk refuses it before `alongside` runs, and committed only if
     /// `alongside` succeeded. A saved index that cannot be read (the vault locked, a
@@ -169,6 +198,7 @@ final class SecretStore {
             return result
         }
         inMemoryOnly = false
+        bootIndexLocation = home is BootIndexFile ? home.location : nil
         var outcome: R? = nil
         do {
             stamp = try home.update(alongside: alongside ?? {}) { (saved: SecretIndex?) throws(BusError) -> SecretIndex? in

@@ -477,6 +477,13 @@ final class SecretStore {
 
     /// Stores a new item in `collection`, or with `replace` gives a new value to the item
     /// with exactly these attributes there. Returns the item and whether it is new.
+    ///
+    /// A new item goes into the kc service its attributes name (``ItemNaming``), unless
+    /// the user shares that service with a group: a member would read the client's
+    /// secret there, so it goes into a service of its own (``ItemNaming/unshared(_:_:)``).
+    /// (A replacing store of an item the user put in a shared service, found by exactly
+    /// its `service` and `username`, gives that item its new value where it is: the user
+    /// shared that item on purpose, and `kc set` would do the same.)
     func create(in collection: String, attributes: [String: String], label: String, value: [UInt8], contentType: String,
                 replace: Bool) throws(BusError) -> (Found, isNew: Bool) {
         try Self.checkSizes(attributes: attributes, label: label, contentType: contentType)
@@ -486,7 +493,7 @@ final class SecretStore {
             let updated = try setSecret(of: existing, value: value, contentType: contentType, label: label)
             return (updated, false)
         }
-        let base = ItemNaming.proposed(attributes: attributes, label: label)
+        let base = try Self.unsharedPlace(for: ItemNaming.proposed(attributes: attributes, label: label))
         let accessibility = accessibility(ofCollection: collection)
         // Another kc-secretd may take the name between the choice and the save, which
         // is under the lock: then the choice is made again.
@@ -533,6 +540,29 @@ final class SecretStore {
             id = ItemID(service: base.service, name: ItemNaming.numbered(base.name, n))
             n += 1
             guard n < 1000 else { throw .failed("no free item name for \(describe(base))") }
+        }
+    }
+
+    /// `proposed`, in a service the user does not share: the first of its service and
+    /// ``ItemNaming/unshared(_:_:)``'s names that is not shared with a group.
+    private static func unsharedPlace(for proposed: ItemID) throws(BusError) -> ItemID {
+        var place = proposed
+        for n in 1..<100 {
+            guard isShared(place.service) else { return place }
+            place.service = ItemNaming.unshared(proposed.service, n)
+        }
+        throw .failed("every service kc-secretd could use for \(describe(proposed)) is shared with a group")
+    }
+
+    /// Whether the user's service of this name is shared with a group. A service whose
+    /// sharing cannot be told (a failure of the moment) counts as shared: a client's
+    /// secret goes elsewhere rather than where a group might read it.
+    static func isShared(_ service: KeyName) -> Bool {
+        do {
+            return try Keychain(service: service).sharing() != nil
+        } catch {
+            if case .noSuchService = error { return false }
+            return true
         }
     }
 

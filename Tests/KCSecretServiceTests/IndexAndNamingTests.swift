@@ -16,6 +16,7 @@ final class IndexAndNamingTests: XCTestCase {
         let plain = ItemID(service: "com.example", name: "alice")
         index.items[plain] = ItemRecord(id: plain, collection: "login", attributes: [:], label: "L", contentType: "text/plain",
                                         created: UInt64.max, modified: 0, isEmptyValue: false)
+        index.ownedServices = ["com.example", KeyName(bytes: [0xff, 0x00, 0x41])]
         return index
     }
 
@@ -23,6 +24,16 @@ final class IndexAndNamingTests: XCTestCase {
         let index = sampleIndex()
         XCTAssertEqual(SecretIndex(decoding: index.encoded()), index)
         XCTAssertEqual(SecretIndex(decoding: SecretIndex().encoded()), SecretIndex())
+    }
+
+    /// An index a kc-secretd before version 2 wrote (no owned services) is read whole.
+    func testAVersionOneIndexIsReadWithNoOwnedServices() {
+        var index = sampleIndex()
+        let current = index.encoded()
+        let ownedSection = 4 + index.ownedServices.reduce(0) { $0 + 4 + $1.byteCount }
+        let first = Array("kc-secret-service-index 1\n".utf8) + current[SecretIndex.magic.count..<(current.count - ownedSection)]
+        index.ownedServices = []
+        XCTAssertEqual(SecretIndex(decoding: first), index)
     }
 
     func testADamagedIndexIsRefusedNotMisread() {
@@ -36,7 +47,7 @@ final class IndexAndNamingTests: XCTestCase {
         var huge = Array(SecretIndex.magic)
         huge += [0xff, 0xff, 0xff, 0x7f]
         XCTAssertNil(SecretIndex(decoding: huge))
-        XCTAssertNil(SecretIndex(decoding: Array("kc-secret-service-index 2\n".utf8) + bytes.dropFirst(SecretIndex.magic.count)))
+        XCTAssertNil(SecretIndex(decoding: Array("kc-secret-service-index 3\n".utf8) + bytes.dropFirst(SecretIndex.magic.count)))
     }
 
     func testObjectPathsNameEveryServiceAndItemByteExactly() {

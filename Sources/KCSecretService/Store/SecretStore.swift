@@ -484,6 +484,8 @@ final class SecretStore {
     /// (A replacing store of an item the user put in a shared service, found by exactly
     /// its `service` and `username`, gives that item its new value where it is: the user
     /// shared that item on purpose, and `kc set` would do the same.)
+    /// A service that did not exist is made for it and is kc-secretd's
+    /// (``SecretIndex/ownedServices``): its last item's Delete removes it.
     func create(in collection: String, attributes: [String: String], label: String, value: [UInt8], contentType: String,
                 replace: Bool) throws(BusError) -> (Found, isNew: Bool) {
         try Self.checkSizes(attributes: attributes, label: label, contentType: contentType)
@@ -502,6 +504,7 @@ final class SecretStore {
             // saved index is looked at now, not within the half second reads allow.
             let index = try loadedIndex(checkingNow: true)
             let (id, replacesUnindexed) = try Self.freeName(from: base, in: index, replace: replace)
+            let serviceIsNew = (try? Keychain(service: id.service).serviceExists()) == false
             let now = Self.now
             let record = ItemRecord(id: id, collection: collection, attributes: attributes, label: label, contentType: contentType,
                                     created: now, modified: now, isEmptyValue: value.isEmpty)
@@ -513,6 +516,7 @@ final class SecretStore {
                            for: id) { (index: inout SecretIndex) throws(BusError) in
                     guard index.items[id] == nil else { throw Self.nameTaken }
                     index.items[id] = record
+                    if serviceIsNew && !replacesUnindexed { index.ownedServices.insert(id.service) }
                 }
                 return (Found(id: id, collection: collection, record: record, locked: false), true)
             } catch where error == Self.nameTaken && attempt < 2 {
@@ -614,7 +618,10 @@ final class SecretStore {
         return updated
     }
 
-    /// Removes the item: its value and its record together, or neither.
+    /// Removes the item: its value and its record together, or neither. The last item
+    /// of a service kc-secretd made takes the service with it, as `kc rm SERVICE` would,
+    /// unless another door stored an item there meanwhile
+    /// (``KernelKeychain/Keychain/removeServiceIfEmpty()`` never loses one).
     func delete(_ item: Found) throws(BusError) {
         guard !lockedByClient.contains(item.collection) else { throw .isLocked("the \(item.collection) collection is locked: Unlock it first") }
         try requireSavableIndex()
@@ -624,7 +631,14 @@ final class SecretStore {
             do { try removeValue() } catch { throw Self.busError(error, for: item.id) }
             return
         }
-        try change(alongside: removeValue, for: item.id) { (index: inout SecretIndex) throws(BusError) in index.items[item.id] = nil }
+        let service = item.id.service
+        let lastOfOwnService = try change(alongside: removeValue, for: item.id) { (index: inout SecretIndex) throws(BusError) -> Bool in
+            index.items[item.id] = nil
+            guard index.ownedServices.contains(service), !index.items.keys.contains(where: { $0.service == service }) else { return false }
+            index.ownedServices.remove(service)
+            return true
+        }
+        if lastOfOwnService { _ = try? Keychain(service: service).removeServiceIfEmpty() }
     }
 
     /// Writes the value to the kc item: a new item at the collection's level, an existing

@@ -1,4 +1,5 @@
 @testable import KCSecretService
+import Foundation
 import Keyrings
 import XCTest
 
@@ -90,5 +91,36 @@ final class IndexAndNamingTests: XCTestCase {
         XCTAssertNotNil(named.service.text, "cut inside a UTF-8 sequence")
         XCTAssertEqual(ItemNaming.numbered("alice", 2), KeyName("alice (2)"))
         XCTAssertLessThanOrEqual(ItemNaming.numbered(KeyName(String(repeating: "a", count: 255)), 12).byteCount, 255)
+    }
+
+    /// The index without a vault, in-process: read back by the same boot, not by another;
+    /// a change that would take it past its bound is refused before anything else runs
+    /// (the kernel change alongside it included), and the saved file stays as it was.
+    func testTheBootsIndexFileIsReadBackByItsBootOnlyAndStaysWithinItsBound() throws {
+        let folder = "/tmp/kc-test-index-file-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = BootIndexFile(folder: folder + "/kc", boot: "boot-a")
+        let saved = sampleIndex()
+        _ = try file.update(alongside: {}) { _ in saved }
+        XCTAssertEqual(try file.read(), saved)
+        XCTAssertNil(try BootIndexFile(folder: folder + "/kc", boot: "boot-b").read(), "another boot's file is not read")
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: file.location))
+
+        var huge = saved
+        let id = ItemID(service: "com.example", name: "huge")
+        huge.items[id] = ItemRecord(id: id, collection: "login", attributes: ["blob": String(repeating: "z", count: SecretLimits.indexBytes)],
+                                    label: "", contentType: "text/plain", created: 0, modified: 0, isEmptyValue: false)
+        var ranAlongside = false
+        do {
+            _ = try file.update(alongside: { ranAlongside = true }) { _ in huge }
+            XCTFail("an index past the bound was saved")
+        } catch {
+            guard case .refused(let refusal) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(refusal.name, "org.freedesktop.DBus.Error.LimitsExceeded", refusal.message)
+        }
+        XCTAssertFalse(ranAlongside, "nothing else changed")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: file.location)), bytes, "the saved index stays")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder + "/kc").sorted(),
+                       ["secret-service-index", "secret-service-index.lock"], "no staged copy is left")
     }
 }

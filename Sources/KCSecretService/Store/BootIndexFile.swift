@@ -275,7 +275,9 @@ struct BootIndexFile: IndexHome {
         let staged: String
         do throws(BusError) {
             guard let changed = try body(read(in: folderFD).index) else { return Self.stamp(in: folderFD) }
-            staged = try stage(Self.magic + Array("boot \(boot)\n".utf8) + changed.encoded(), in: folderFD)
+            let encoded = changed.encoded()
+            try SecretLimits.checkIndex(size: encoded.count)
+            staged = try stage(Self.magic + Array("boot \(boot)\n".utf8) + encoded, in: folderFD)
         } catch {
             throw .refused(error)
         }

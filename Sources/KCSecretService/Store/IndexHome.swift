@@ -92,7 +92,10 @@ struct VaultIndexHome: IndexHome {
                 }
             }) { document throws(KeychainError) in
                 do throws(BusError) {
-                    return try body(decode(document))?.encoded()
+                    guard let changed = try body(decode(document)) else { return nil }
+                    let bytes = changed.encoded()
+                    try SecretLimits.checkIndex(size: bytes.count)
+                    return bytes
                 } catch {
                     refusal = error
                     return nil

@@ -238,6 +238,7 @@ final class SecretStore {
     }
 
     func setAlias(_ name: String, to collection: String?) throws(BusError) {
+        try SecretLimits.checkAlias(name)
         try change { (index: inout SecretIndex) throws(BusError) in
             if let collection {
                 guard index.collections[collection] != nil else { throw .noSuchObject(collection) }
@@ -259,11 +260,14 @@ final class SecretStore {
     }
 
     func createCollection(label: String) throws(BusError) -> String {
-        try change { (index: inout SecretIndex) throws(BusError) in Self.addCollection(label: label, to: &index) }
+        try SecretLimits.checkLabel(label)
+        return try change { (index: inout SecretIndex) throws(BusError) in Self.addCollection(label: label, to: &index) }
     }
 
     private static func addCollection(label: String, to index: inout SecretIndex) -> String {
         var base = String(label.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }.map(Character.init)).lowercased()
+        // The name is an object path element: a long label gives a name of its start.
+        base = String(base.prefix(SecretLimits.collectionNameBytes))
         if base.isEmpty { base = "collection" }
         var name = base
         var n = 2
@@ -274,6 +278,7 @@ final class SecretStore {
     }
 
     func setCollectionLabel(_ name: String, _ label: String) throws(BusError) {
+        try SecretLimits.checkLabel(label)
         try change { (index: inout SecretIndex) throws(BusError) in
             guard index.collections[name] != nil else { throw .noSuchObject(name) }
             index.collections[name]?.label = label
@@ -341,6 +346,7 @@ final class SecretStore {
     /// The items of `collection` (nil: all) whose attributes include every pair of
     /// `attributes`.
     func items(in collection: String?, matching attributes: [String: String]) throws(BusError) -> [Found] {
+        try SecretLimits.checkAttributes(attributes, per: "search")
         let index = try loadedIndex()
         var found: [Found] = []
         var stale: [ItemRecord] = []
@@ -661,14 +667,9 @@ final class SecretStore {
         "kc item '\(id.service.description)' '\(id.name.description)'"
     }
 
-    /// Limits that keep the index (loaded whole, saved whole) small: a label of 4 KiB,
-    /// 256 attributes of 64 KiB in all.
+    /// An item's label, content type and attributes are within ``SecretLimits``.
     static func checkSizes(attributes: [String: String], label: String, contentType: String) throws(BusError) {
-        guard label.utf8.count <= 4096 else { throw .limitsExceeded("the label is \(label.utf8.count) bytes; kc-secretd keeps at most 4096") }
-        guard contentType.utf8.count <= 255 else { throw .limitsExceeded("the content type is \(contentType.utf8.count) bytes; kc-secretd keeps at most 255") }
-        guard attributes.count <= 256 else { throw .limitsExceeded("\(attributes.count) attributes; kc-secretd keeps at most 256 per item") }
-        let size = attributes.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
-        guard size <= 65536 else { throw .limitsExceeded("the attributes are \(size) bytes; kc-secretd keeps at most 65536 per item") }
+        try SecretLimits.checkItem(attributes: attributes, label: label, contentType: contentType)
     }
 
     static func busError(_ error: KeychainError, for id: ItemID) -> BusError {

@@ -101,8 +101,10 @@ extension Vault {
     /// The document `name`, if one was saved and the vault is unlocked.
     public func readDocument(_ name: String) throws(KeychainError) -> Document {
         let file = documentFile(name)
+        // Locked: whether there is one is all a reader can learn, so the file (up to
+        // 64 MiB) is not read for it; a program may ask once per object it is asked about.
+        guard let identity = VaultKeys.stashed(for: directory) else { return documentStamp(name) == nil ? .absent : .locked }
         guard let sealed = try directory.read(file, limit: 64 << 20) else { return .absent }
-        guard let identity = VaultKeys.stashed(for: directory) else { return .locked }
         do throws(AgeError) {
             return .contents(try Age.decrypt(sealed, identities: [identity]))
         } catch {

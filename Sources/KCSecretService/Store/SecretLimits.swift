@@ -18,7 +18,7 @@ enum SecretLimits {
     static let attributeBytes = 65536
     /// Object paths in one call (`Unlock`, `Lock`, `GetSecrets`).
     static let pathsPerCall = 10_000
-    /// An alias is an object path element (`/org/freedesktop/secrets/aliases/NAME`).
+    /// An alias's name (``checkAlias(_:)``).
     static let aliasBytes = 255
     /// A collection's name, made from its label (an object path element too).
     static let collectionNameBytes = 64
@@ -56,12 +56,16 @@ enum SecretLimits {
         }
     }
 
-    /// An alias names an object (`/org/freedesktop/secrets/aliases/NAME`): letters,
-    /// digits and `_`, as the D-Bus specification allows in a path element.
+    /// An alias names an object (`/org/freedesktop/secrets/aliases/NAME`) and appears in
+    /// the introspection XML: 1 to 255 bytes with no `/`, no control character and none
+    /// of XML's `<`, `>`, `&`, `"`, `'`. (Clients use `default`, `session`, `login`; a
+    /// stricter rule, path-element characters only, would refuse names such as
+    /// `my-alias` that clients have stored.)
     static func checkAlias(_ name: String) throws(BusError) {
+        let refused: Set<UInt8> = Set("/<>&\"'".utf8)
         guard !name.isEmpty, name.utf8.count <= aliasBytes,
-              name.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }) else {
-            throw .invalidArguments("an alias is 1 to \(aliasBytes) letters, digits and '_' (it names the object /org/freedesktop/secrets/aliases/NAME)")
+              name.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7f && !refused.contains($0) }) else {
+            throw .invalidArguments("an alias is 1 to \(aliasBytes) bytes without '/', control characters, or any of < > & \" ' (it names the object /org/freedesktop/secrets/aliases/NAME)")
         }
     }
 

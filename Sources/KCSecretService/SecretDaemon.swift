@@ -59,7 +59,9 @@ public enum SecretDaemon {
             return 1
         }
         if store.inMemoryOnly {
-            Log.error("no vault (kc vault init): secrets stored over D-Bus are kept in the kernel, and their attributes only while kc-secretd runs")
+            Log.error("no vault (kc vault init): secrets stored over D-Bus are kept in the kernel until reboot, and their attributes only while kc-secretd runs")
+        } else if let location = store.bootIndexLocation {
+            Log.info("no vault (kc vault init): secrets stored over D-Bus are kept in the kernel until reboot, and their attributes as long in \(location)")
         } else if store.index == nil {
             Log.error("the vault is locked: items are locked until 'kc unlock' (or a login through PAM) opens it")
         }

@@ -1,4 +1,5 @@
 @testable import KCSecretService
+import Foundation
 import Keyrings
 import XCTest
 
@@ -16,6 +17,7 @@ final class IndexAndNamingTests: XCTestCase {
         let plain = ItemID(service: "com.example", name: "alice")
         index.items[plain] = ItemRecord(id: plain, collection: "login", attributes: [:], label: "L", contentType: "text/plain",
                                         created: UInt64.max, modified: 0, isEmptyValue: false)
+        index.ownedServices = ["com.example", KeyName(bytes: [0xff, 0x00, 0x41])]
         return index
     }
 
@@ -23,6 +25,16 @@ final class IndexAndNamingTests: XCTestCase {
         let index = sampleIndex()
         XCTAssertEqual(SecretIndex(decoding: index.encoded()), index)
         XCTAssertEqual(SecretIndex(decoding: SecretIndex().encoded()), SecretIndex())
+    }
+
+    /// An index a kc-secretd before version 2 wrote (no owned services) is read whole.
+    func testAVersionOneIndexIsReadWithNoOwnedServices() {
+        var index = sampleIndex()
+        let current = index.encoded()
+        let ownedSection = 4 + index.ownedServices.reduce(0) { $0 + 4 + $1.byteCount }
+        let first = Array("kc-secret-service-index 1\n".utf8) + current[SecretIndex.magic.count..<(current.count - ownedSection)]
+        index.ownedServices = []
+        XCTAssertEqual(SecretIndex(decoding: first), index)
     }
 
     func testADamagedIndexIsRefusedNotMisread() {
@@ -36,7 +48,7 @@ final class IndexAndNamingTests: XCTestCase {
         var huge = Array(SecretIndex.magic)
         huge += [0xff, 0xff, 0xff, 0x7f]
         XCTAssertNil(SecretIndex(decoding: huge))
-        XCTAssertNil(SecretIndex(decoding: Array("kc-secret-service-index 2\n".utf8) + bytes.dropFirst(SecretIndex.magic.count)))
+        XCTAssertNil(SecretIndex(decoding: Array("kc-secret-service-index 3\n".utf8) + bytes.dropFirst(SecretIndex.magic.count)))
     }
 
     func testObjectPathsNameEveryServiceAndItemByteExactly() {
@@ -79,5 +91,36 @@ final class IndexAndNamingTests: XCTestCase {
         XCTAssertNotNil(named.service.text, "cut inside a UTF-8 sequence")
         XCTAssertEqual(ItemNaming.numbered("alice", 2), KeyName("alice (2)"))
         XCTAssertLessThanOrEqual(ItemNaming.numbered(KeyName(String(repeating: "a", count: 255)), 12).byteCount, 255)
+    }
+
+    /// The index without a vault, in-process: read back by the same boot, not by another;
+    /// a change that would take it past its bound is refused before anything else runs
+    /// (the kernel change alongside it included), and the saved file stays as it was.
+    func testTheBootsIndexFileIsReadBackByItsBootOnlyAndStaysWithinItsBound() throws {
+        let folder = "/tmp/kc-test-index-file-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = BootIndexFile(folder: folder + "/kc", boot: "boot-a")
+        let saved = sampleIndex()
+        _ = try file.update(alongside: {}) { _ in saved }
+        XCTAssertEqual(try file.read(), saved)
+        XCTAssertNil(try BootIndexFile(folder: folder + "/kc", boot: "boot-b").read(), "another boot's file is not read")
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: file.location))
+
+        var huge = saved
+        let id = ItemID(service: "com.example", name: "huge")
+        huge.items[id] = ItemRecord(id: id, collection: "login", attributes: ["blob": String(repeating: "z", count: SecretLimits.indexBytes)],
+                                    label: "", contentType: "text/plain", created: 0, modified: 0, isEmptyValue: false)
+        var ranAlongside = false
+        do {
+            _ = try file.update(alongside: { ranAlongside = true }) { _ in huge }
+            XCTFail("an index past the bound was saved")
+        } catch {
+            guard case .refused(let refusal) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(refusal.name, "org.freedesktop.DBus.Error.LimitsExceeded", refusal.message)
+        }
+        XCTAssertFalse(ranAlongside, "nothing else changed")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: file.location)), bytes, "the saved index stays")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder + "/kc").sorted(),
+                       ["secret-service-index", "secret-service-index.lock"], "no staged copy is left")
     }
 }

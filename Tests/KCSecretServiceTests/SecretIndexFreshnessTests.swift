@@ -139,7 +139,7 @@ final class SecretIndexFreshnessTests: VaultTestCase {
 
         let index = vault.path + "/documents/secret-service.age"
         let recipient = try String(contentsOfFile: vault.path + "/recipient", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        let newer = try runCommand("/usr/bin/age", ["-r", recipient, "-o", index + ".newer"], input: Array("kc-secret-service-index 2\nfrom a newer kc".utf8))
+        let newer = try runCommand("/usr/bin/age", ["-r", recipient, "-o", index + ".newer"], input: Array("kc-secret-service-index 3\nfrom a newer kc".utf8))
         XCTAssertEqual(newer.status, 0, "age: \(newer)")
         XCTAssertEqual(chmod(index + ".newer", 0o600), 0, "owner-only, as kc keeps every vault file (else it is refused as unsafe)")
         XCTAssertEqual(rename(index + ".newer", index), 0, "the newer index replaces the file")

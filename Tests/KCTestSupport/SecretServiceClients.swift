@@ -364,6 +364,25 @@ extension SecretServiceClients {
     /// fails. XCTSkip unless the suite runs as root.
     public static func pythonAsTestUser(_ script: String, file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {
         guard UnprivilegedUser.available else { throw XCTSkip("needs root, to run the daemon and its clients as the test user \(UnprivilegedUser.name)") }
+        let (command, scriptFile) = try sessionBusCommand(running: script)
+        defer { try? FileManager.default.removeItem(atPath: scriptFile) }
+        // No vault, and no folder for the index the daemon would keep without one: it
+        // keeps it in memory (the account has no home).
+        let result = try UnprivilegedUser.run("""
+            XDG_DATA_HOME=\(VaultTestCase.noVaultDataHome); XDG_STATE_HOME=\(VaultTestCase.noVaultDataHome); export XDG_DATA_HOME XDG_STATE_HOME
+            unset DBUS_SESSION_BUS_ADDRESS PYTHON_KEYRING_BACKEND
+            exec \(command)
+            """)
+        return emitted(by: result, as: UnprivilegedUser.name, file: file, line: line)
+    }
+
+    /// The shell command that runs python `script` (after `from sstest import *`) with
+    /// `arguments` on a new session bus of the calling account's own (`dbus-run-session`),
+    /// whose first call starts a copy of kc-secretd any account may run, and the script's
+    /// file (readable by every account; the caller removes it). For a test that acts as
+    /// another account (``TestAccount/run(_:input:freshSession:)``,
+    /// ``VaultAccount/run(_:vault:input:)``): the daemon gets that shell's environment.
+    public static func sessionBusCommand(running script: String, arguments: [String] = []) throws -> (command: String, scriptFile: String) {
         try SessionBus.requireDaemon()
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-run-session") else {
             throw XCTSkip("no /usr/bin/dbus-run-session (Debian's dbus-daemon package)")
@@ -397,21 +416,23 @@ extension SecretServiceClients {
         let prelude = "import sys\nsys.path.insert(0, \(pythonPath.debugDescription))\nfrom sstest import *\n"
         try (prelude + script).write(toFile: scriptFile, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: scriptFile)
-        defer { try? FileManager.default.removeItem(atPath: scriptFile) }
         for file in [directory + "/bus.conf", directory + "/services/org.freedesktop.secrets.service"] {
             try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file)
         }
-        let result = try UnprivilegedUser.run("""
-            XDG_DATA_HOME=\(VaultTestCase.noVaultDataHome); export XDG_DATA_HOME; unset DBUS_SESSION_BUS_ADDRESS PYTHON_KEYRING_BACKEND
-            exec /usr/bin/timeout -k 5 \(callLimit * 2) /usr/bin/dbus-run-session --config-file=\(directory)/bus.conf -- \(python) \(scriptFile)
-            """)
+        let quoted = ([scriptFile] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        return ("/usr/bin/timeout -k 5 \(callLimit * 2) /usr/bin/dbus-run-session --config-file=\(directory)/bus.conf -- \(python) \(quoted)", scriptFile)
+    }
+
+    /// What the last `emit(...)` of a python client run as `account` printed; fails the
+    /// test (and returns an empty object) if python failed or printed none.
+    public static func emitted(by result: CommandResult, as account: String, file: StaticString = #filePath, line: UInt = #line) -> JSONValue {
         guard result.status == 0 else {
-            XCTFail("python client as \(UnprivilegedUser.name) failed (exit \(result.status)): \(result.standardError)", file: file, line: line)
+            XCTFail("python client as \(account) failed (exit \(result.status)): \(result.standardError)", file: file, line: line)
             return .object([:])
         }
         guard let last = result.output.split(separator: "\n").last,
               let value = try? JSONDecoder().decode(JSONValue.self, from: Data(last.utf8)) else {
-            XCTFail("python client as \(UnprivilegedUser.name) printed no JSON: \(result)", file: file, line: line)
+            XCTFail("python client as \(account) printed no JSON: \(result)", file: file, line: line)
             return .object([:])
         }
         return value

@@ -31,6 +31,14 @@ public final class SessionBus {
     public init(environment: [String: String] = ProcessInfo.processInfo.environment,
                 serviceExec: String? = builtSecretd, arguments: [String] = [], allowEveryUser: Bool = false) throws {
         try Self.requireDaemon()
+        var environment = environment
+        // Without a vault kc-secretd keeps its index in $XDG_STATE_HOME/kc: a test's
+        // daemon keeps it in this run's folder, never in the home of the user running the
+        // tests (unless the test chose a folder of its own).
+        let inherited = ProcessInfo.processInfo.environment["XDG_STATE_HOME"]
+        if environment["XDG_STATE_HOME"] == nil || environment["XDG_STATE_HOME"] == inherited {
+            environment["XDG_STATE_HOME"] = Self.testStateHome
+        }
         Self.counter += 1
         directory = "/tmp/kc-test-bus-\(getpid())-\(Self.counter)"
         try? FileManager.default.removeItem(atPath: directory)
@@ -88,7 +96,6 @@ public final class SessionBus {
         }
         address = lines[0]
         daemonPID = pid
-        var environment = environment
         environment["DBUS_SESSION_BUS_ADDRESS"] = address
         // GLib clients (secret-tool) refuse non-ASCII arguments in the C locale, which a
         // login without LANG (su -) has.
@@ -97,6 +104,10 @@ public final class SessionBus {
     }
 
     deinit { stop() }
+
+    /// The folder the daemons of this test process keep their index in without a vault
+    /// (`/tmp/kc-test-state-PID`, removed with the run's other folders).
+    public static var testStateHome: String { "/tmp/kc-test-state-\(getpid())" }
 
     /// Runs a program as a client of this bus.
     @discardableResult

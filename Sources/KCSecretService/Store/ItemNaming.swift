@@ -14,7 +14,8 @@ import Keyrings
 ///
 /// A `/` in a part becomes `%2F` and a `%` `%25`, as kc's git helper writes paths; a name
 /// longer than kc allows (255 bytes) is cut. Taken names get ` (2)`, ` (3)`, … (see
-/// ``SecretStore``).
+/// ``SecretStore``). A service the user shares with a group is never used for a new
+/// item: ``unshared(_:_:)`` names its own.
 enum ItemNaming {
     static func proposed(attributes: [String: String], label: String) -> ItemID {
         let service: String
@@ -36,6 +37,15 @@ enum ItemNaming {
         }
         return ItemID(service: component(service, fallback: "secret-service"),
                       name: component(name ?? label, fallback: "secret"))
+    }
+
+    /// The service a new item goes into instead of `service` when the user shares that
+    /// one with a group (a member would read the client's secret there):
+    /// `SERVICE (not shared)`, then `SERVICE (not shared 2)`, …, cut so the whole stays
+    /// within 255 bytes. A person finds it next to the shared one in `kc ls`.
+    static func unshared(_ service: KeyName, _ n: Int) -> KeyName {
+        let suffix = Array((n == 1 ? " (not shared)" : " (not shared \(n))").utf8)
+        return KeyName(bytes: cut(service.bytes, to: 255 - suffix.count) + suffix)
     }
 
     /// `name (n)`: the n-th try at a free name, cut so the whole stays within 255 bytes.

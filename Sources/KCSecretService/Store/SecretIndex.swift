@@ -41,16 +41,23 @@ public struct CollectionRecord: Sendable, Equatable {
     public var isCustom: Bool
 }
 
-/// kc-secretd's index: collections, aliases and item records. Saved whole, encrypted to
-/// the vault's key, as `documents/secret-service.age` (``Vault/saveDocument(_:_:)``).
+/// kc-secretd's index: collections, aliases and item records. Saved whole: encrypted to
+/// the vault's key as `documents/secret-service.age` (``Vault/updateDocument(_:alongside:_:)``),
+/// or without a vault in a file of the boot's (``BootIndexFile``).
 public struct SecretIndex: Sendable, Equatable {
     public var collections: [String: CollectionRecord] = [:]
     public var aliases: [String: String] = [:]
     public var items: [ItemID: ItemRecord] = [:]
+    /// The kc services kc-secretd made for the items it stored (none existed): its own,
+    /// so the Delete of their last item removes them on purpose, as `kc rm SERVICE` does
+    /// (each is a key of the user's quota). A service another door made is never removed.
+    public var ownedServices: Set<KeyName> = []
 
     public init() {}
 
-    static let magic = Array("kc-secret-service-index 1\n".utf8)
+    /// Version 2 added ``ownedServices``; version 1 is still read (it has none).
+    static let magic = Array("kc-secret-service-index 2\n".utf8)
+    static let firstMagic = Array("kc-secret-service-index 1\n".utf8)
 
     /// The index as bytes: the magic line, then length-prefixed fields (little-endian
     /// UInt32 lengths, UInt64 times).
@@ -86,13 +93,17 @@ public struct SecretIndex: Sendable, Equatable {
             out.number(item.modified)
             out.number(item.isEmptyValue ? 1 : 0)
         }
+        out.count(ownedServices.count)
+        for service in ownedServices.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) { out.field(service.bytes) }
         return out.bytes
     }
 
-    /// Reads what ``encoded()`` wrote; nil for anything else (a damaged or foreign file).
+    /// Reads what ``encoded()`` wrote (or a version 1 index); nil for anything else (a
+    /// damaged or foreign file).
     public init?(decoding bytes: [UInt8]) {
         var reader = IndexReader(bytes: bytes)
-        guard reader.raw(Self.magic.count) == Self.magic else { return nil }
+        let magic = reader.raw(Self.magic.count)
+        guard magic == Self.magic || magic == Self.firstMagic else { return nil }
         guard let collectionCount = reader.count() else { return nil }
         for _ in 0..<collectionCount {
             guard let name = reader.text(), let label = reader.text(), let created = reader.number(),
@@ -118,6 +129,13 @@ public struct SecretIndex: Sendable, Equatable {
             let id = ItemID(service: KeyName(bytes: service), name: KeyName(bytes: name))
             items[id] = ItemRecord(id: id, collection: collection, attributes: attributes, label: label, contentType: contentType,
                                    created: created, modified: modified, isEmptyValue: empty != 0)
+        }
+        if magic == Self.magic {
+            guard let serviceCount = reader.count() else { return nil }
+            for _ in 0..<serviceCount {
+                guard let service = reader.field() else { return nil }
+                ownedServices.insert(KeyName(bytes: service))
+            }
         }
         guard reader.isAtEnd else { return nil }
     }

@@ -16,23 +16,33 @@ import Musl
 final class SecretStore {
     static let login = "login"
     static let session = "session"
-    static let documentName = "secret-service"
 
-    /// Nil while the vault is locked and the index could not be read.
+    /// Nil while the vault is locked (or the saved index cannot be read: then logged).
     private(set) var index: SecretIndex?
     /// Collections a client locked (`Lock`): their secrets are refused over D-Bus until
     /// `Unlock`, which needs no prompt while the vault is unlocked.
     private(set) var lockedByClient: Set<String> = []
-    /// Whether the index lives only in this process (no vault: nothing survives a reboot).
+    /// Whether the index lives only in this process: no vault, and no folder for the
+    /// boot's file (``BootIndexFile``) that kc-secretd may use.
     private(set) var inMemoryOnly = false
-    /// The index file as last read or written (``Vault/documentStamp(_:)``): another
+    /// Where the index is kept without a vault (the boot's file); nil with one, or in memory.
+    private(set) var bootIndexLocation: String?
+    /// The saved index as last read or written (``IndexHome/stamp()``): another
     /// kc-secretd of the same user (on another session bus) may change it.
     private var stamp: [Int]?
+    /// Why the index could not be read, for the calls refused meanwhile.
+    private var loadFailure: BusError?
     /// The vault, resolved once it is found (its path is fixed for the process); while
     /// there is none, looked for again at most every two seconds, so `kc vault init`
     /// is seen without a check of the folders above it on every call.
     private var foundVault: Vault?
     private var vaultLookedFor: time_t = 0
+    /// The boot's file, for a user without a vault (its folder is checked at each use).
+    private lazy var bootFile: Result<BootIndexFile, BusError> = BootIndexFile.current()
+    /// The homes whose leftovers (a staged copy of a killed save) this daemon removed.
+    private var tidied: Set<String> = []
+    /// The last reason the boot's file could not be used, logged once.
+    private var reportedFolderProblem: String?
 
     private func vault() throws(KeychainError) -> Vault? {
         if let foundVault { return foundVault }
@@ -49,52 +59,60 @@ final class SecretStore {
 
     // MARK: The index
 
+    /// Where the index is kept now: the vault's document if there is a vault, else the
+    /// boot's file if its folder may be used; nil to keep it in memory (logged once).
+    private func home() throws(BusError) -> IndexHome? {
+        if let vault = try indexVault() { return VaultIndexHome(vault: vault) }
+        switch bootFile {
+        case .failure(let error):
+            noteFolderProblem(error.message)
+            return nil
+        case .success(let file):
+            do {
+                close(try file.openFolder())
+                return file
+            } catch {
+                noteFolderProblem(error.message)
+                return nil
+            }
+        }
+    }
+
+    private func noteFolderProblem(_ problem: String) {
+        guard problem != reportedFolderProblem else { return }
+        reportedFolderProblem = problem
+        Log.error("no vault, and the index cannot be kept in a file (\(problem)): attributes are kept only while this kc-secretd runs")
+    }
+
     /// Reads the index if it is not loaded yet; false while the vault is locked (or the
-    /// file cannot be read: then logged).
+    /// saved index cannot be read: then logged).
     @discardableResult
     func loadIndex() -> Bool {
         if index != nil { return true }
         do {
-            guard let vault = try vault() else {
+            guard let home = try home() else {
                 inMemoryOnly = true
+                bootIndexLocation = nil
                 index = Self.withBuiltins(SecretIndex())
                 return true
             }
             inMemoryOnly = false
+            bootIndexLocation = home is BootIndexFile ? home.location : nil
+            if !tidied.contains(home.location) {
+                home.tidy()
+                tidied.insert(home.location)
+            }
             // The stamp before the read: a newer file that lands in between is read again
             // later, never taken for the one read here.
-            let seen = vault.documentStamp(Self.documentName)
-            let document = try vault.readDocument(Self.documentName)
-            do throws(BusError) {
-                index = try Self.index(in: document, of: vault) ?? Self.withBuiltins(SecretIndex())
-            } catch {
-                if error != Self.vaultLocked { Log.error(error.message) }
-                return false
-            }
+            let seen = home.stamp()
+            index = Self.withBuiltins(try home.read() ?? SecretIndex())
             stamp = seen
+            loadFailure = nil
             return true
         } catch {
-            Log.error("cannot read the index: \(error)")
+            if error != Self.vaultLocked, error != loadFailure { Log.error(error.message) }
+            loadFailure = error
             return false
-        }
-    }
-
-    /// The index as `document` (the file) holds it, nil if there is no file. A file this
-    /// process cannot read, the vault locked or in a format it does not know (damaged, or
-    /// a newer kc's), is an error: it may hold records this process never saw (another
-    /// kc-secretd's), so nothing is written over it.
-    private static func index(in document: Vault.Document, of vault: Vault) throws(BusError) -> SecretIndex? {
-        switch document {
-        case .absent:
-            return nil
-        case .locked:
-            throw vaultLocked
-        case .contents(let bytes):
-            guard let decoded = SecretIndex(decoding: bytes) else {
-                throw .failed("the index in \(vault.path)/documents/\(documentName).age is not one this kc-secretd can read (damaged, or a newer kc's): "
-                              + "it is left as it is and nothing is changed; move it away to start a new one")
-            }
-            return withBuiltins(decoded)
         }
     }
 
@@ -112,7 +130,7 @@ final class SecretStore {
 
     static var now: UInt64 { UInt64(max(0, time(nil))) }
 
-    /// When the index file was last looked at (CLOCK_MONOTONIC, in milliseconds).
+    /// When the saved index was last looked at (CLOCK_MONOTONIC, in milliseconds).
     private var stampCheckedAt: Int64 = 0
 
     private static var monotonicMilliseconds: Int64 {
@@ -121,76 +139,84 @@ final class SecretStore {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
-    /// The index, read again if the file changed since this process last saw it: looked
-    /// at no more than every half second (another kc-secretd's new items show within
-    /// that; every change is made to the file as it is on disk, so none is lost), or now
-    /// with `checkingNow` (a choice the file must not contradict, as a new item's name).
+    /// The index, read again if the saved one changed since this process last saw it:
+    /// looked at no more than every half second (another kc-secretd's new items show
+    /// within that; every change is made to the index as it is saved, so none is lost),
+    /// or now with `checkingNow` (a choice the saved index must not contradict, as a new
+    /// item's name).
     private func loadedIndex(checkingNow: Bool = false) throws(BusError) -> SecretIndex {
-        guard loadIndex(), var current = index else { throw Self.vaultLocked }
+        guard loadIndex(), var current = index else { throw loadFailure ?? Self.vaultLocked }
         let now = Self.monotonicMilliseconds
         guard checkingNow || now - stampCheckedAt >= 500 else { return current }
         stampCheckedAt = now
-        if let vault = try? vault(), let seen = vault.documentStamp(Self.documentName), seen != stamp,
-           let document = try? vault.readDocument(Self.documentName), let fresh = try? Self.index(in: document, of: vault) {
-            current = fresh
+        if let home = try? home(), let seen = home.stamp(), seen != stamp, let fresh = try? home.read() {
+            current = Self.withBuiltins(fresh)
             index = current
             stamp = seen
         }
         return current
     }
 
-    /// The vault the index is kept in; nil without one (the index lives in this process).
+    /// The vault the index is kept in; nil without one.
     private func indexVault() throws(BusError) -> Vault? {
         do { return try vault() } catch { throw .failed("the vault cannot be used: \(error)") }
     }
 
-    /// Refuses, before the kernel is changed, a change whose index could not be saved:
-    /// while the vault is locked this process cannot read the index file, and does not
-    /// write over it (``change(_:)`` decides under the vault's lock; this spares a value
-    /// stored, or removed, for an index change that would then be refused).
+    /// Refuses, before anything else, a change whose index could not be saved: while the
+    /// vault is locked this process cannot read the index, and does not write over it
+    /// (``change(alongside:for:_:)`` decides under the vault's lock; this answers at
+    /// once, also for an item whose change needs no record).
     private func requireSavableIndex() throws(BusError) {
         _ = try loadedIndex()
-        guard let vault = try indexVault(), !vault.isUnlocked, vault.documentStamp(Self.documentName) != nil else { return }
+        guard let vault = try indexVault(), !vault.isUnlocked, vault.documentStamp(VaultIndexHome.documentName) != nil else { return }
         throw Self.vaultLocked
     }
 
-    /// Changes the index and saves it: in the vault under its lock, applied to the file
-    /// as it is then (so another kc-secretd's changes are kept), or in memory without a
-    /// vault. A file that cannot be read then (the vault locked, a format this process
-    /// does not know) is not written over: the change is refused, IsLocked while the
-    /// vault is locked. Nothing changes if `body` throws or the save fails.
+    /// Changes the index and saves it, with `alongside`, the change to the kernel that
+    /// the new index describes (a value stored or removed): both happen or neither. In
+    /// the vault or the boot's file, under its lock, the change is applied to the index
+    /// as it is saved then (another kc-secretd's changes are kept); it is staged first,
+    /// so a full disk refuses it before `alongside` runs, and committed only if
+    /// `alongside` succeeded. A saved index that cannot be read (the vault locked, a
+    /// format this process does not know) is not written over: the change is refused,
+    /// IsLocked while the vault is locked. Nothing changes if `body` throws, `alongside`
+    /// fails (its error is reported for the item `id`), or the save fails.
     @discardableResult
-    private func change<R>(_ body: (inout SecretIndex) throws(BusError) -> R) throws(BusError) -> R {
+    private func change<R>(alongside: (() throws(KeychainError) -> Void)? = nil, for id: ItemID? = nil,
+                           _ body: (inout SecretIndex) throws(BusError) -> R) throws(BusError) -> R {
         var current = try loadedIndex()
-        guard let vault = try indexVault() else {
+        func failed(_ error: KeychainError) -> BusError {
+            id.map { Self.busError(error, for: $0) } ?? .failed("\(error)")
+        }
+        guard let home = try home() else {
             inMemoryOnly = true
             let result = try body(&current)
+            if let alongside {
+                do { try alongside() } catch { throw failed(error) }
+            }
             index = current
             return result
         }
         inMemoryOnly = false
-        var outcome: Result<R, BusError>? = nil
-        let saved: [Int]?
+        bootIndexLocation = home is BootIndexFile ? home.location : nil
+        var outcome: R? = nil
         do {
-            saved = try vault.updateDocument(Self.documentName) { document throws(KeychainError) in
-                do throws(BusError) {
-                    // No file yet: this process's copy is the first.
-                    if let onDisk = try Self.index(in: document, of: vault) { current = onDisk }
-                    outcome = .success(try body(&current))
-                } catch {
-                    outcome = .failure(error)
-                    return nil
-                }
-                return current.encoded()
+            stamp = try home.update(alongside: alongside ?? {}) { (saved: SecretIndex?) throws(BusError) -> SecretIndex? in
+                // Nothing saved yet: this process's copy is the first.
+                var changed = saved.map(Self.withBuiltins) ?? current
+                outcome = try body(&changed)
+                current = changed
+                return changed
             }
         } catch {
-            throw .failed("the Secret Service's index could not be saved in the vault: \(error)")
+            switch error {
+            case .refused(let refusal): throw refusal
+            case .alongside(let failure): throw failed(failure)
+            }
         }
-        guard let outcome else { throw .failed("the index was not changed") }
-        let result = try outcome.get()
         index = current
-        stamp = saved
-        return result
+        guard let outcome else { throw .failed("the index was not changed") }
+        return outcome
     }
 
     static let vaultLocked = BusError.isLocked("the vault is locked: run 'kc unlock' (kc-secretd never prompts)")
@@ -212,6 +238,7 @@ final class SecretStore {
     }
 
     func setAlias(_ name: String, to collection: String?) throws(BusError) {
+        try SecretLimits.checkAlias(name)
         try change { (index: inout SecretIndex) throws(BusError) in
             if let collection {
                 guard index.collections[collection] != nil else { throw .noSuchObject(collection) }
@@ -233,11 +260,14 @@ final class SecretStore {
     }
 
     func createCollection(label: String) throws(BusError) -> String {
-        try change { (index: inout SecretIndex) throws(BusError) in Self.addCollection(label: label, to: &index) }
+        try SecretLimits.checkLabel(label)
+        return try change { (index: inout SecretIndex) throws(BusError) in Self.addCollection(label: label, to: &index) }
     }
 
     private static func addCollection(label: String, to index: inout SecretIndex) -> String {
         var base = String(label.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }.map(Character.init)).lowercased()
+        // The name is an object path element: a long label gives a name of its start.
+        base = String(base.prefix(SecretLimits.collectionNameBytes))
         if base.isEmpty { base = "collection" }
         var name = base
         var n = 2
@@ -248,6 +278,7 @@ final class SecretStore {
     }
 
     func setCollectionLabel(_ name: String, _ label: String) throws(BusError) {
+        try SecretLimits.checkLabel(label)
         try change { (index: inout SecretIndex) throws(BusError) in
             guard index.collections[name] != nil else { throw .noSuchObject(name) }
             index.collections[name]?.label = label
@@ -315,21 +346,29 @@ final class SecretStore {
     /// The items of `collection` (nil: all) whose attributes include every pair of
     /// `attributes`.
     func items(in collection: String?, matching attributes: [String: String]) throws(BusError) -> [Found] {
+        try SecretLimits.checkAttributes(attributes, per: "search")
         let index = try loadedIndex()
         var found: [Found] = []
-        var stale: [ItemID] = []
+        var stale: [ItemRecord] = []
         for record in index.items.values.sorted(by: { $0.id < $1.id }) {
             let home = index.collections[record.collection] == nil ? Self.login : record.collection
             guard collection == nil || collection == home, Self.matches(record.attributes, attributes) else { continue }
             switch presence(of: record.id, emptyValue: record.isEmptyValue) {
-            case .gone: stale.append(record.id)
-            case .present(let locked): found.append(Found(id: record.id, collection: home, record: record, locked: locked || lockedByClient.contains(home)))
+            case .gone:
+                stale.append(record)
+            case .present(let locked):
+                found.append(Found(id: record.id, collection: home, record: record, locked: locked || lockedByClient.contains(home)))
+            case .unknown:
+                // Not readable now (a full key quota, say): there, as far as anyone knows.
+                // Its GetSecret says why; its record stays for when it can be read.
+                found.append(Found(id: record.id, collection: home, record: record, locked: lockedByClient.contains(home)))
             }
         }
         if !stale.isEmpty {
-            // Removed by another door (`kc rm`, the mount): its record goes too.
+            // Removed by another door (`kc rm`, the mount): its record goes too, unless
+            // another daemon stored the item again meanwhile (a record of its own).
             try? change { (index: inout SecretIndex) throws(BusError) in
-                for id in stale { index.items[id] = nil }
+                for record in stale where index.items[record.id] == record { index.items[record.id] = nil }
             }
         }
         // Items kc-secretd did not make carry only `service` and `username`.
@@ -376,22 +415,37 @@ final class SecretStore {
         return result
     }
 
-    enum Presence { case gone, present(locked: Bool) }
+    /// Whether an item's value is there: `gone` only when the kernel and the vault
+    /// answered that it is not (then its record may go); `unknown` when a look failed,
+    /// which never counts as gone.
+    enum Presence { case gone, present(locked: Bool), unknown }
 
     /// Whether the item's value is there: in the kernel, or in the vault while it is
     /// locked (then locked), or empty (the index holds it).
     private func presence(of id: ItemID, emptyValue: Bool) -> Presence {
-        guard let keychain = try? Keychain(service: id.service) else { return .gone }
-        if let size = try? keychain.size(ofItem: id.name), size != nil { return .present(locked: false) }
+        let keychain: Keychain
+        do { keychain = try Keychain(service: id.service) } catch { return .unknown }
+        do {
+            if try keychain.size(ofItem: id.name) != nil { return .present(locked: false) }
+        } catch {
+            return Self.presence(after: error)
+        }
         if emptyValue { return .present(locked: false) }
         do {
             let there = try keychain.withBytes(forKey: id.name) { _ in true }
             return there == nil ? .gone : .present(locked: false)
         } catch {
-            switch error {
-            case .vaultLocked, .vaultKeepsForLoginSessions: return .present(locked: true)
-            default: return .gone
-            }
+            return Self.presence(after: error)
+        }
+    }
+
+    /// A look at an item that failed: the vault holds it locked, or the failure is one
+    /// of the moment (a full quota that stops the vault loading it, the disk, the
+    /// kernel): the item is not known to be gone.
+    private static func presence(after error: KeychainError) -> Presence {
+        switch error {
+        case .vaultLocked, .vaultKeepsForLoginSessions: return .present(locked: true)
+        default: return .unknown
         }
     }
 
@@ -429,6 +483,15 @@ final class SecretStore {
 
     /// Stores a new item in `collection`, or with `replace` gives a new value to the item
     /// with exactly these attributes there. Returns the item and whether it is new.
+    ///
+    /// A new item goes into the kc service its attributes name (``ItemNaming``), unless
+    /// the user shares that service with a group: a member would read the client's
+    /// secret there, so it goes into a service of its own (``ItemNaming/unshared(_:_:)``).
+    /// (A replacing store of an item the user put in a shared service, found by exactly
+    /// its `service` and `username`, gives that item its new value where it is: the user
+    /// shared that item on purpose, and `kc set` would do the same.)
+    /// A service that did not exist is made for it and is kc-secretd's
+    /// (``SecretIndex/ownedServices``): its last item's Delete removes it.
     func create(in collection: String, attributes: [String: String], label: String, value: [UInt8], contentType: String,
                 replace: Bool) throws(BusError) -> (Found, isNew: Bool) {
         try Self.checkSizes(attributes: attributes, label: label, contentType: contentType)
@@ -438,61 +501,103 @@ final class SecretStore {
             let updated = try setSecret(of: existing, value: value, contentType: contentType, label: label)
             return (updated, false)
         }
-        let base = ItemNaming.proposed(attributes: attributes, label: label)
+        let base = try Self.unsharedPlace(for: ItemNaming.proposed(attributes: attributes, label: label))
+        let accessibility = accessibility(ofCollection: collection)
+        // Another kc-secretd may take the name between the choice and the save, which
+        // is under the lock: then the choice is made again.
+        for attempt in 0..<3 {
+            // Names another kc-secretd took since this one last looked are taken: the
+            // saved index is looked at now, not within the half second reads allow.
+            let index = try loadedIndex(checkingNow: true)
+            let (id, replacesUnindexed) = try Self.freeName(from: base, in: index, replace: replace)
+            let serviceIsNew = (try? Keychain(service: id.service).serviceExists()) == false
+            let now = Self.now
+            let record = ItemRecord(id: id, collection: collection, attributes: attributes, label: label, contentType: contentType,
+                                    created: now, modified: now, isEmptyValue: value.isEmpty)
+            do {
+                // Without its record the item would be found by other attributes than the
+                // client gave: the value is stored only with the record (an item that was
+                // there before, `kc set`'s, keeps its old value if the save fails).
+                try change(alongside: { () throws(KeychainError) in try Self.store(value, for: id, accessibility: accessibility) },
+                           for: id) { (index: inout SecretIndex) throws(BusError) in
+                    guard index.items[id] == nil else { throw Self.nameTaken }
+                    index.items[id] = record
+                    if serviceIsNew && !replacesUnindexed { index.ownedServices.insert(id.service) }
+                }
+                return (Found(id: id, collection: collection, record: record, locked: false), true)
+            } catch where error == Self.nameTaken && attempt < 2 {
+                continue
+            }
+        }
+        throw Self.nameTaken
+    }
+
+    private static let nameTaken = BusError.failed("another kc-secretd took the item's name at the same moment; try again")
+
+    /// The kc item a new item of `base`'s names takes: `base`, or ` (2)`, ` (3)`, … if
+    /// taken. With `replace`, an item kc-secretd did not make under that name is taken
+    /// over (python keyring's `set` after `kc set` of the same service and user), which
+    /// `replacesUnindexed` says.
+    private static func freeName(from base: ItemID, in index: SecretIndex, replace: Bool) throws(BusError) -> (ItemID, replacesUnindexed: Bool) {
         var id = base
         var n = 2
-        var replacesUnindexed = false
-        // Names another kc-secretd took since this one last looked are taken: the file is
-        // looked at now, not within the half second reads allow.
-        let index = try loadedIndex(checkingNow: true)
         while true {
             if index.items[id] == nil {
                 let inKernel = (try? Keychain(service: id.service).contains(id.name)) ?? false
-                if !inKernel { break }
-                // An item kc-secretd did not make, under the name these attributes give:
-                // a replacing store is that item's new value (python keyring's `set`
-                // after `kc set` of the same service and user).
-                if replace {
-                    replacesUnindexed = true
-                    break
-                }
+                if !inKernel { return (id, false) }
+                if replace { return (id, true) }
             }
             id = ItemID(service: base.service, name: ItemNaming.numbered(base.name, n))
             n += 1
-            guard n < 1000 else { throw .failed("no free item name for \(Self.describe(base))") }
+            guard n < 1000 else { throw .failed("no free item name for \(describe(base))") }
         }
-        let now = Self.now
-        let record = ItemRecord(id: id, collection: collection, attributes: attributes, label: label, contentType: contentType,
-                                created: now, modified: now, isEmptyValue: value.isEmpty)
-        try store(value, for: id, accessibility: accessibility(ofCollection: collection), isNew: true)
-        do {
-            try change { (index: inout SecretIndex) throws(BusError) in index.items[id] = record }
-        } catch {
-            // Without its record the item would be found by other attributes than the
-            // client gave: it is not kept half-made. An item that was there before (`kc
-            // set`'s) stays, with its new value: removing it would lose the item too.
-            if !replacesUnindexed { _ = try? Keychain(service: id.service).remove(id.name) }
-            throw error
-        }
-        return (Found(id: id, collection: collection, record: record, locked: false), true)
     }
 
-    /// A new value (and content type, and label if given) for an item.
+    /// `proposed`, in a service the user does not share: the first of its service and
+    /// ``ItemNaming/unshared(_:_:)``'s names that is not shared with a group.
+    private static func unsharedPlace(for proposed: ItemID) throws(BusError) -> ItemID {
+        var place = proposed
+        for n in 1..<100 {
+            guard isShared(place.service) else { return place }
+            place.service = ItemNaming.unshared(proposed.service, n)
+        }
+        throw .failed("every service kc-secretd could use for \(describe(proposed)) is shared with a group")
+    }
+
+    /// Whether the user's service of this name is shared with a group. A service whose
+    /// sharing cannot be told (a failure of the moment) counts as shared: a client's
+    /// secret goes elsewhere rather than where a group might read it.
+    static func isShared(_ service: KeyName) -> Bool {
+        do {
+            return try Keychain(service: service).sharing() != nil
+        } catch {
+            if case .noSuchService = error { return false }
+            return true
+        }
+    }
+
+    /// A new value (and content type, and label if given) for an item. The value and the
+    /// record change together or not at all.
     @discardableResult
     func setSecret(of item: Found, value: [UInt8], contentType: String, label: String? = nil) throws(BusError) -> Found {
         guard !item.locked else { throw .isLocked("\(Self.describe(item.id)) is locked: Unlock it first") }
         try Self.checkSizes(attributes: [:], label: label ?? "", contentType: contentType)
         try requireSavableIndex()
-        var record = item.record ?? ItemRecord(id: item.id, collection: item.collection, attributes: item.attributes,
-                                               label: Self.defaultLabel(item.id), contentType: contentType,
-                                               created: Self.now, modified: Self.now, isEmptyValue: false)
-        try store(value, for: item.id, accessibility: nil, isNew: false)
-        record.contentType = contentType
-        record.isEmptyValue = value.isEmpty
-        record.modified = Self.now
-        if let label { record.label = label }
-        let changed = record
-        try change { (index: inout SecretIndex) throws(BusError) in index.items[item.id] = changed }
+        let fallback = item.record ?? ItemRecord(id: item.id, collection: item.collection, attributes: item.attributes,
+                                                 label: Self.defaultLabel(item.id), contentType: contentType,
+                                                 created: Self.now, modified: Self.now, isEmptyValue: false)
+        let now = Self.now
+        let record = try change(alongside: { () throws(KeychainError) in try Self.store(value, for: item.id, accessibility: nil) },
+                                for: item.id) { (index: inout SecretIndex) throws(BusError) -> ItemRecord in
+            // The record as saved now: another daemon may have changed its label.
+            var record = index.items[item.id] ?? fallback
+            record.contentType = contentType
+            record.isEmptyValue = value.isEmpty
+            record.modified = now
+            if let label { record.label = label }
+            index.items[item.id] = record
+            return record
+        }
         var updated = item
         updated.record = record
         return updated
@@ -502,45 +607,55 @@ final class SecretStore {
     func update(_ item: Found, label: String? = nil, attributes: [String: String]? = nil) throws(BusError) -> Found {
         guard !item.locked else { throw .isLocked("\(Self.describe(item.id)) is locked: Unlock it first") }
         try Self.checkSizes(attributes: attributes ?? [:], label: label ?? "", contentType: "")
-        var record = item.record ?? ItemRecord(id: item.id, collection: item.collection, attributes: item.attributes,
-                                               label: Self.defaultLabel(item.id), contentType: "text/plain",
-                                               created: Self.now, modified: Self.now, isEmptyValue: false)
-        if let label { record.label = label }
-        if let attributes { record.attributes = attributes }
-        record.modified = Self.now
-        let changed = record
-        try change { (index: inout SecretIndex) throws(BusError) in index.items[item.id] = changed }
+        let fallback = item.record ?? ItemRecord(id: item.id, collection: item.collection, attributes: item.attributes,
+                                                 label: Self.defaultLabel(item.id), contentType: "text/plain",
+                                                 created: Self.now, modified: Self.now, isEmptyValue: false)
+        let now = Self.now
+        let record = try change { (index: inout SecretIndex) throws(BusError) -> ItemRecord in
+            var record = index.items[item.id] ?? fallback
+            if let label { record.label = label }
+            if let attributes { record.attributes = attributes }
+            record.modified = now
+            index.items[item.id] = record
+            return record
+        }
         var updated = item
         updated.record = record
         return updated
     }
 
+    /// Removes the item: its value and its record together, or neither. The last item
+    /// of a service kc-secretd made takes the service with it, as `kc rm SERVICE` would,
+    /// unless another door stored an item there meanwhile
+    /// (``KernelKeychain/Keychain/removeServiceIfEmpty()`` never loses one).
     func delete(_ item: Found) throws(BusError) {
         guard !lockedByClient.contains(item.collection) else { throw .isLocked("the \(item.collection) collection is locked: Unlock it first") }
         try requireSavableIndex()
-        do {
-            _ = try Keychain(service: item.id.service).remove(item.id.name)
-        } catch {
-            throw Self.busError(error, for: item.id)
+        let removeValue = { () throws(KeychainError) in _ = try Keychain(service: item.id.service).remove(item.id.name) }
+        guard item.record != nil || index?.items[item.id] != nil else {
+            // An item kc-secretd did not make: no record to change.
+            do { try removeValue() } catch { throw Self.busError(error, for: item.id) }
+            return
         }
-        if index?.items[item.id] != nil {
-            try change { (index: inout SecretIndex) throws(BusError) in index.items[item.id] = nil }
+        let service = item.id.service
+        let lastOfOwnService = try change(alongside: removeValue, for: item.id) { (index: inout SecretIndex) throws(BusError) -> Bool in
+            index.items[item.id] = nil
+            guard index.ownedServices.contains(service), !index.items.keys.contains(where: { $0.service == service }) else { return false }
+            index.ownedServices.remove(service)
+            return true
         }
+        if lastOfOwnService { _ = try? Keychain(service: service).removeServiceIfEmpty() }
     }
 
     /// Writes the value to the kc item: a new item at the collection's level, an existing
     /// one at its own. An empty value has no kernel key (the kernel refuses one).
-    private func store(_ value: [UInt8], for id: ItemID, accessibility: Accessibility?, isNew: Bool) throws(BusError) {
-        do {
-            var keychain = try Keychain(service: id.service)
-            if let accessibility { keychain = keychain.accessibility(accessibility) }
-            if value.isEmpty {
-                _ = try keychain.remove(id.name)
-            } else {
-                try keychain.set(value, forKey: id.name)
-            }
-        } catch {
-            throw Self.busError(error, for: id)
+    private static func store(_ value: [UInt8], for id: ItemID, accessibility: Accessibility?) throws(KeychainError) {
+        var keychain = try Keychain(service: id.service)
+        if let accessibility { keychain = keychain.accessibility(accessibility) }
+        if value.isEmpty {
+            _ = try keychain.remove(id.name)
+        } else {
+            try keychain.set(value, forKey: id.name)
         }
     }
 
@@ -552,14 +667,9 @@ final class SecretStore {
         "kc item '\(id.service.description)' '\(id.name.description)'"
     }
 
-    /// Limits that keep the index (loaded whole, saved whole) small: a label of 4 KiB,
-    /// 256 attributes of 64 KiB in all.
+    /// An item's label, content type and attributes are within ``SecretLimits``.
     static func checkSizes(attributes: [String: String], label: String, contentType: String) throws(BusError) {
-        guard label.utf8.count <= 4096 else { throw .limitsExceeded("the label is \(label.utf8.count) bytes; kc-secretd keeps at most 4096") }
-        guard contentType.utf8.count <= 255 else { throw .limitsExceeded("the content type is \(contentType.utf8.count) bytes; kc-secretd keeps at most 255") }
-        guard attributes.count <= 256 else { throw .limitsExceeded("\(attributes.count) attributes; kc-secretd keeps at most 256 per item") }
-        let size = attributes.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
-        guard size <= 65536 else { throw .limitsExceeded("the attributes are \(size) bytes; kc-secretd keeps at most 65536 per item") }
+        try SecretLimits.checkItem(attributes: attributes, label: label, contentType: contentType)
     }
 
     static func busError(_ error: KeychainError, for id: ItemID) -> BusError {

@@ -379,11 +379,12 @@ internal struct VaultDirectory: Sendable {
     /// quota fails here, before anything else changed.
     /// `target`'s folder is made first too, so that a full disk fails here, before the
     /// kernel changes, and not at ``commit(_:to:)``.
-    func stage(_ bytes: [UInt8], for target: VaultPath? = nil) throws(KeychainError) -> StagedFile {
+    /// Its name begins with `prefix`.
+    func stage(_ bytes: [UInt8], for target: VaultPath? = nil, prefix: String = "new-") throws(KeychainError) -> StagedFile {
         try makeFolder(temporaryFolder)
         if let target { try checkReplaceable(target) }
         var generator = SystemRandomNumberGenerator()
-        let name = "new-" + String(generator.next() as UInt64, radix: 36) + String(generator.next() as UInt64, radix: 36)
+        let name = prefix + String(generator.next() as UInt64, radix: 36) + String(generator.next() as UInt64, radix: 36)
         let path = temporaryFolder.appending(name)
         let fd = openInside(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
         guard fd >= 0 else { throw failure(Errno(rawValue: errno), action: "create", path) }

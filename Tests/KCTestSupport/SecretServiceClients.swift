@@ -294,6 +294,17 @@ extension KeyringTestCase {
     public func startSecretServiceBus(vault: VaultFixture? = nil) throws -> SessionBus {
         var environment = vault?.environment ?? environmentWithoutVault()
         environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+        // Without a vault the index outlives the bus (a file of the boot's): each test has
+        // a folder of its own for it, shared by its buses, so no test sees another's
+        // collections or items.
+        if vault == nil {
+            let testName = name.utf8.reduce(UInt64(5381)) { ($0 &* 33) ^ UInt64($1) }
+            let stateHome = "/tmp/kc-test-state-\(getpid())-\(String(testName, radix: 36))"
+            if mkdir(stateHome, 0o700) == 0 {
+                addTeardownBlock { _ = try? runCommand("/bin/rm", ["-rf", stateHome]) }
+            }
+            environment["XDG_STATE_HOME"] = stateHome
+        }
         let bus = try SessionBus(environment: environment)
         addTeardownBlock { bus.stop() }
         return bus

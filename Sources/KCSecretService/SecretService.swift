@@ -111,7 +111,12 @@ final class SecretService {
     }
 
     private func dispatch(_ call: OpaquePointer, path: String, interface: String, member: String, caller: Caller) throws(BusError) {
-        guard let target = SecretPath.parse(path) else { throw .unknownObject(path) }
+        guard let target = SecretPath.parse(path) else {
+            // Under a collection or an alias, a path that names no item is an item that is
+            // not there: the spec's error, which clients turn into "not found".
+            if path.hasPrefix(SecretPath.collectionPrefix) || path.hasPrefix(SecretPath.aliasPrefix) { throw .noSuchObject(path) }
+            throw .unknownObject(path)
+        }
         let object = try resolve(target, path: path)
         let message = BusReader(message: call)
         switch (interface, member) {

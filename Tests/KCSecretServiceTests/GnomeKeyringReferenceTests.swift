@@ -320,6 +320,17 @@ final class GnomeKeyringReferenceTests: KeyringTestCase {
             path, prompt = c.call(ROOT, SERVICE, 'CreateCollection', 'a{sv}s', {COLLECTION + '.Label': ('s', 'Reference ' + S)}, '')
             return (prompt == '/' and path.startswith(ROOT + '/collection/')) or (path, prompt)
 
+        @check('SecretStorage: an unknown item path raises ItemNotFoundException')
+        def _():
+            import secretstorage
+            from secretstorage.exceptions import ItemNotFoundException
+            path, = c.call(ROOT, SERVICE, 'ReadAlias', 's', 'default')
+            try:
+                secretstorage.Item(secretstorage.dbus_init(), path + '/nosuch')
+                return 'no exception'
+            except ItemNotFoundException:
+                return True
+
         # Last: gnome-keyring cannot unlock again without a prompt.
         @check('Lock makes the secret refused')
         def _():

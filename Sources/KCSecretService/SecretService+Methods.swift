@@ -156,10 +156,10 @@ extension SecretService {
             try message.expect("")
             // Only the connection that opened a session closes it (another client must
             // not break a session it cannot use either).
-            guard sessions[session]?.owner == caller.name else {
+            guard sessions.owner(of: session) == caller.name else {
                 throw .accessDenied("\(session) belongs to another connection; only the one that opened it closes it")
             }
-            sessions[session] = nil
+            sessions.close(session)
             try reply(call) { _ in }
         case (.prompt(let prompt), Self.promptInterface, "Prompt"), (.prompt(let prompt), Self.promptInterface, "Dismiss"):
             // kc-secretd never shows a prompt: one exists only when the vault is locked,
@@ -182,17 +182,12 @@ extension SecretService {
     // MARK: Sessions and secrets
 
     private func openSession(algorithm: String, message: BusReader, caller: Caller) throws(BusError) -> (output: [UInt8]?, path: String) {
-        guard sessions.values.filter({ $0.owner == caller.name }).count < Self.maximumSessionsPerConnection else {
-            throw .limitsExceeded("\(Self.maximumSessionsPerConnection) sessions are open on this connection; Close one first")
-        }
         let contents = message.peek()?.contents ?? ""
         switch algorithm {
         case Self.plainAlgorithm:
             guard contents == "s" else { throw .invalidArguments("the plain algorithm takes an empty string, not '\(contents)'") }
             try message.skip()
-            let path = nextPath(SecretPath.sessionPrefix, "s")
-            sessions[path] = Session(owner: caller.name, key: nil)
-            return (nil, path)
+            return (nil, addSession(key: nil, caller: caller))
         case Self.dhAlgorithm:
             guard contents == "ay", try message.enter("v", "ay") else {
                 throw .invalidArguments("\(Self.dhAlgorithm) takes the client's public key as bytes (ay), not '\(contents)'")
@@ -216,12 +211,19 @@ extension SecretService {
             } catch {
                 throw .invalidArguments("the client's public key is not usable: \(error)")
             }
-            let path = nextPath(SecretPath.sessionPrefix, "s")
-            sessions[path] = Session(owner: caller.name, key: key)
-            return (keyPair.publicKey, path)
+            return (keyPair.publicKey, addSession(key: key, caller: caller))
         default:
             throw .notSupported("kc-secretd has no algorithm '\(algorithm)'; it speaks \(Self.plainAlgorithm) and \(Self.dhAlgorithm)")
         }
+    }
+
+    /// A new session of the caller's, in the table that makes room for it.
+    private func addSession(key: [UInt8]?, caller: Caller) -> String {
+        let path = nextPath(SecretPath.sessionPrefix, "s")
+        for closed in sessions.open(path, owner: caller.name, key: key) {
+            Log.info("closed \(closed), the least recently used session, to open \(path) for \(caller.name)")
+        }
+        return path
     }
 
     /// Makes the next session's key pair if none waits; called when no message waits.
@@ -229,8 +231,9 @@ extension SecretService {
         if spareKeyPair == nil { spareKeyPair = try? DHKeyPair.generate() }
     }
 
-    func session(_ path: String, of caller: Caller) throws(BusError) -> Session {
-        guard let session = sessions[path], session.owner == caller.name else { throw .noSession(path) }
+    /// The caller's session at `path`, now its most recently used.
+    func session(_ path: String, of caller: Caller) throws(BusError) -> SessionTable.Session {
+        guard let session = sessions.use(path, by: caller.name) else { throw .noSession(path) }
         return session
     }
 
@@ -244,7 +247,7 @@ extension SecretService {
         }
     }
 
-    private func secret(of item: SecretStore.Found, session path: String, _ session: Session, caller: Caller) throws(BusError) -> WireSecret {
+    private func secret(of item: SecretStore.Found, session path: String, _ session: SessionTable.Session, caller: Caller) throws(BusError) -> WireSecret {
         var (value, contentType) = try store.secret(of: item)
         defer { value.overwriteWithZeros() }
         if audit {

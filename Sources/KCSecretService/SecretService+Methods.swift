@@ -162,12 +162,19 @@ extension SecretService {
             sessions.close(session)
             try reply(call) { _ in }
         case (.prompt(let prompt), Self.promptInterface, "Prompt"), (.prompt(let prompt), Self.promptInterface, "Dismiss"):
-            // kc-secretd never shows a prompt: one exists only when the vault is locked,
-            // which `kc unlock` (or a login) opens. The client hears it was dismissed.
+            // kc-secretd never shows a prompt: one exists only for what `kc unlock` (or a
+            // login) opens. Asked to show it, it answers why, as an error the client's
+            // library reports (secret-tool prints it; a dismissed prompt it would take
+            // for "not found"), and the prompt is done: no Completed follows, which a
+            // client that heard the error no longer waits for. A client that expects no
+            // reply, or dismisses the prompt, hears it was dismissed.
             if member == "Prompt" { try message.expect("s") } else { try message.expect("") }
-            let why = prompts.removeValue(forKey: prompt) ?? ""
+            let why = prompts.removeValue(forKey: prompt) ?? "nothing to unlock"
+            if member == "Prompt" {
+                Log.error(why)
+                if sd_bus_message_get_expect_reply(call) > 0 { throw .isLocked(why) }
+            }
             try reply(call) { _ in }
-            if !why.isEmpty { Log.error(why) }
             emit(prompt, Self.promptInterface, "Completed") { writer in
                 writer.bool(true)
                 writer.open("v", "ao")
@@ -267,36 +274,86 @@ extension SecretService {
 
     // MARK: Lock and unlock
 
-    /// Locks or unlocks collections and items (an item's collection). Unlocking needs no
-    /// prompt while the vault is unlocked; while it is locked the answer is a prompt that
-    /// is dismissed when shown, with a message to run `kc unlock`.
+    /// Locks or unlocks collections and items (an item's collection). What is unlocked
+    /// is what can be read now, as `Locked` and `SearchItems` say: a client's `Lock` is
+    /// undone at once, but an item the kernel does not hold (the vault locked with its
+    /// level, or a `when-unlocked` item of another login) waits for `kc unlock`. For
+    /// those the answer is a prompt, whose `Prompt` says why and what opens them.
     private func lockOrUnlock(_ paths: [String], lock: Bool) throws(BusError) -> ([String], String) {
         var done: [String] = []
         var waiting: [String] = []
+        var why: String? = nil
         for path in paths {
             guard let target = SecretPath.parse(path) else { continue }
             let collection: String
             switch target {
-            case .collection(let name, let alias): guard let resolved = try? collectionName(name, alias: alias, path: path) else { continue }; collection = resolved
-            case .item(let name, let alias, _): guard let resolved = try? collectionName(name, alias: alias, path: path) else { continue }; collection = resolved
-            default: continue
+            case .collection(let name, let alias), .item(let name, let alias, _):
+                guard let resolved = try? collectionName(name, alias: alias, path: path) else { continue }
+                collection = resolved
+            default:
+                continue
             }
             if lock {
                 store.lock(collection: collection)
                 done.append(path)
-            } else if store.unlock(collection: collection) {
-                done.append(path)
-            } else {
+                continue
+            }
+            guard store.unlock(collection: collection) else {
                 waiting.append(path)
+                why = why ?? "the vault is locked: run 'kc unlock'"
+                continue
+            }
+            do throws(BusError) {
+                let stillLocked: SecretStore.Found?
+                if case .item(_, _, let id) = target {
+                    // An item that is not there is left out, as the spec says.
+                    guard let item = try store.item(id, in: collection) else { continue }
+                    stillLocked = try withCurrentLock(item, path: path).locked ? item : nil
+                } else {
+                    stillLocked = try store.items(in: collection, matching: [:]).first(where: \.locked)
+                }
+                if let stillLocked {
+                    waiting.append(path)
+                    why = why ?? reason(stillLocked)
+                } else {
+                    done.append(path)
+                }
+            } catch {
+                waiting.append(path)
+                why = why ?? error.message
             }
         }
-        guard !waiting.isEmpty else { return (done, SecretPath.none) }
+        guard !waiting.isEmpty, let why else { return (done, SecretPath.none) }
         let prompt = nextPath(SecretPath.promptPrefix, "p")
         // A client that never answers its prompts must not grow the daemon without bound.
         if prompts.count >= 256, let oldest = prompts.keys.min(by: { $0.count != $1.count ? $0.count < $1.count : $0 < $1 }) {
             prompts[oldest] = nil
         }
-        prompts[prompt] = "the vault is locked: run 'kc unlock' to open \(waiting.joined(separator: ", ")) (kc-secretd never prompts)"
+        let count = waiting.count == 1 ? "1 object stays" : "\(waiting.count) objects stay"
+        prompts[prompt] = "\(why) (kc-secretd never prompts; \(count) locked)"
         return (done, prompt)
+    }
+
+    /// The item as it is now: whether its value can be read is asked of the kernel, as a
+    /// search asks (``SecretStore/item(_:in:)`` does not, to spare a lookup a probe).
+    func withCurrentLock(_ item: SecretStore.Found, path: String) throws(BusError) -> SecretStore.Found {
+        guard let current = try store.items(in: item.collection, matching: item.attributes).first(where: { $0.id == item.id }) else {
+            throw .noSuchObject(path)
+        }
+        return current
+    }
+
+    /// Why a locked item cannot be read: the keychain's own answer, which names what
+    /// opens it (`kc unlock`, in this login for a `when-unlocked` item).
+    private func reason(_ item: SecretStore.Found) -> String {
+        var asked = item
+        asked.locked = false
+        do throws(BusError) {
+            var (value, _) = try store.secret(of: asked)
+            value.overwriteWithZeros()
+            return "\(SecretStore.describe(item.id)) can be read again: ask once more"
+        } catch {
+            return error.message
+        }
     }
 }

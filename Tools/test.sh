@@ -5,8 +5,9 @@
 # Afterwards it checks that the run left no key, process, mount or /tmp entry behind
 # (Tools/leftovers.sh).
 #   --long  afterwards also runs the fuzzers (Tools/fuzz/run.sh, SECONDS_PER_TARGET,
-#           default 60 s each) and the soak test (Tools/soak/soak.sh, DURATION, default
-#           120 s); about 10 more minutes.
+#           default 60 s each), the soak test (Tools/soak/soak.sh, DURATION, default
+#           120 s) and 10,000 rounds of SecretStorage's lookup pattern in DH sessions
+#           as well as plain ones (SecretStorageSessionTests); about 14 more minutes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -68,5 +69,7 @@ bash "$root/Tools/leftovers.sh" check "$root/.build/leftovers-before.txt" 2>&1 |
 if [ "${1:-}" = "--long" ] && [ "$status" -eq 0 ]; then
     bash "$root/Tools/fuzz/run.sh" || status=1
     bash "$root/Tools/soak/soak.sh" || status=1
+    KC_SECRETSTORAGE_ROUNDS=10000 swift test --skip-build --disable-swift-testing \
+        --filter KCSecretServiceTests.SecretStorageSessionTests || status=1
 fi
 exit "$status"

@@ -156,18 +156,25 @@ extension SecretService {
             try message.expect("")
             // Only the connection that opened a session closes it (another client must
             // not break a session it cannot use either).
-            guard sessions[session]?.owner == caller.name else {
+            guard sessions.owner(of: session) == caller.name else {
                 throw .accessDenied("\(session) belongs to another connection; only the one that opened it closes it")
             }
-            sessions[session] = nil
+            sessions.close(session)
             try reply(call) { _ in }
         case (.prompt(let prompt), Self.promptInterface, "Prompt"), (.prompt(let prompt), Self.promptInterface, "Dismiss"):
-            // kc-secretd never shows a prompt: one exists only when the vault is locked,
-            // which `kc unlock` (or a login) opens. The client hears it was dismissed.
+            // kc-secretd never shows a prompt: one exists only for what `kc unlock` (or a
+            // login) opens. Asked to show it, it answers why, as an error the client's
+            // library reports (secret-tool prints it; a dismissed prompt it would take
+            // for "not found"), and the prompt is done: no Completed follows, which a
+            // client that heard the error no longer waits for. A client that expects no
+            // reply, or dismisses the prompt, hears it was dismissed.
             if member == "Prompt" { try message.expect("s") } else { try message.expect("") }
-            let why = prompts.removeValue(forKey: prompt) ?? ""
+            let why = prompts.removeValue(forKey: prompt) ?? "nothing to unlock"
+            if member == "Prompt" {
+                Log.error(why)
+                if sd_bus_message_get_expect_reply(call) > 0 { throw .isLocked(why) }
+            }
             try reply(call) { _ in }
-            if !why.isEmpty { Log.error(why) }
             emit(prompt, Self.promptInterface, "Completed") { writer in
                 writer.bool(true)
                 writer.open("v", "ao")
@@ -182,17 +189,12 @@ extension SecretService {
     // MARK: Sessions and secrets
 
     private func openSession(algorithm: String, message: BusReader, caller: Caller) throws(BusError) -> (output: [UInt8]?, path: String) {
-        guard sessions.values.filter({ $0.owner == caller.name }).count < Self.maximumSessionsPerConnection else {
-            throw .limitsExceeded("\(Self.maximumSessionsPerConnection) sessions are open on this connection; Close one first")
-        }
         let contents = message.peek()?.contents ?? ""
         switch algorithm {
         case Self.plainAlgorithm:
             guard contents == "s" else { throw .invalidArguments("the plain algorithm takes an empty string, not '\(contents)'") }
             try message.skip()
-            let path = nextPath(SecretPath.sessionPrefix, "s")
-            sessions[path] = Session(owner: caller.name, key: nil)
-            return (nil, path)
+            return (nil, addSession(key: nil, caller: caller))
         case Self.dhAlgorithm:
             guard contents == "ay", try message.enter("v", "ay") else {
                 throw .invalidArguments("\(Self.dhAlgorithm) takes the client's public key as bytes (ay), not '\(contents)'")
@@ -216,12 +218,19 @@ extension SecretService {
             } catch {
                 throw .invalidArguments("the client's public key is not usable: \(error)")
             }
-            let path = nextPath(SecretPath.sessionPrefix, "s")
-            sessions[path] = Session(owner: caller.name, key: key)
-            return (keyPair.publicKey, path)
+            return (keyPair.publicKey, addSession(key: key, caller: caller))
         default:
             throw .notSupported("kc-secretd has no algorithm '\(algorithm)'; it speaks \(Self.plainAlgorithm) and \(Self.dhAlgorithm)")
         }
+    }
+
+    /// A new session of the caller's, in the table that makes room for it.
+    private func addSession(key: [UInt8]?, caller: Caller) -> String {
+        let path = nextPath(SecretPath.sessionPrefix, "s")
+        for closed in sessions.open(path, owner: caller.name, key: key) {
+            Log.info("closed \(closed), the least recently used session, to open \(path) for \(caller.name)")
+        }
+        return path
     }
 
     /// Makes the next session's key pair if none waits; called when no message waits.
@@ -229,8 +238,9 @@ extension SecretService {
         if spareKeyPair == nil { spareKeyPair = try? DHKeyPair.generate() }
     }
 
-    func session(_ path: String, of caller: Caller) throws(BusError) -> Session {
-        guard let session = sessions[path], session.owner == caller.name else { throw .noSession(path) }
+    /// The caller's session at `path`, now its most recently used.
+    func session(_ path: String, of caller: Caller) throws(BusError) -> SessionTable.Session {
+        guard let session = sessions.use(path, by: caller.name) else { throw .noSession(path) }
         return session
     }
 
@@ -244,7 +254,7 @@ extension SecretService {
         }
     }
 
-    private func secret(of item: SecretStore.Found, session path: String, _ session: Session, caller: Caller) throws(BusError) -> WireSecret {
+    private func secret(of item: SecretStore.Found, session path: String, _ session: SessionTable.Session, caller: Caller) throws(BusError) -> WireSecret {
         var (value, contentType) = try store.secret(of: item)
         defer { value.overwriteWithZeros() }
         if audit {
@@ -264,36 +274,86 @@ extension SecretService {
 
     // MARK: Lock and unlock
 
-    /// Locks or unlocks collections and items (an item's collection). Unlocking needs no
-    /// prompt while the vault is unlocked; while it is locked the answer is a prompt that
-    /// is dismissed when shown, with a message to run `kc unlock`.
+    /// Locks or unlocks collections and items (an item's collection). What is unlocked
+    /// is what can be read now, as `Locked` and `SearchItems` say: a client's `Lock` is
+    /// undone at once, but an item the kernel does not hold (the vault locked with its
+    /// level, or a `when-unlocked` item of another login) waits for `kc unlock`. For
+    /// those the answer is a prompt, whose `Prompt` says why and what opens them.
     private func lockOrUnlock(_ paths: [String], lock: Bool) throws(BusError) -> ([String], String) {
         var done: [String] = []
         var waiting: [String] = []
+        var why: String? = nil
         for path in paths {
             guard let target = SecretPath.parse(path) else { continue }
             let collection: String
             switch target {
-            case .collection(let name, let alias): guard let resolved = try? collectionName(name, alias: alias, path: path) else { continue }; collection = resolved
-            case .item(let name, let alias, _): guard let resolved = try? collectionName(name, alias: alias, path: path) else { continue }; collection = resolved
-            default: continue
+            case .collection(let name, let alias), .item(let name, let alias, _):
+                guard let resolved = try? collectionName(name, alias: alias, path: path) else { continue }
+                collection = resolved
+            default:
+                continue
             }
             if lock {
                 store.lock(collection: collection)
                 done.append(path)
-            } else if store.unlock(collection: collection) {
-                done.append(path)
-            } else {
+                continue
+            }
+            guard store.unlock(collection: collection) else {
                 waiting.append(path)
+                why = why ?? "the vault is locked: run 'kc unlock'"
+                continue
+            }
+            do throws(BusError) {
+                let stillLocked: SecretStore.Found?
+                if case .item(_, _, let id) = target {
+                    // An item that is not there is left out, as the spec says.
+                    guard let item = try store.item(id, in: collection) else { continue }
+                    stillLocked = try withCurrentLock(item, path: path).locked ? item : nil
+                } else {
+                    stillLocked = try store.items(in: collection, matching: [:]).first(where: \.locked)
+                }
+                if let stillLocked {
+                    waiting.append(path)
+                    why = why ?? reason(stillLocked)
+                } else {
+                    done.append(path)
+                }
+            } catch {
+                waiting.append(path)
+                why = why ?? error.message
             }
         }
-        guard !waiting.isEmpty else { return (done, SecretPath.none) }
+        guard !waiting.isEmpty, let why else { return (done, SecretPath.none) }
         let prompt = nextPath(SecretPath.promptPrefix, "p")
         // A client that never answers its prompts must not grow the daemon without bound.
         if prompts.count >= 256, let oldest = prompts.keys.min(by: { $0.count != $1.count ? $0.count < $1.count : $0 < $1 }) {
             prompts[oldest] = nil
         }
-        prompts[prompt] = "the vault is locked: run 'kc unlock' to open \(waiting.joined(separator: ", ")) (kc-secretd never prompts)"
+        let count = waiting.count == 1 ? "1 object stays" : "\(waiting.count) objects stay"
+        prompts[prompt] = "\(why) (kc-secretd never prompts; \(count) locked)"
         return (done, prompt)
+    }
+
+    /// The item as it is now: whether its value can be read is asked of the kernel, as a
+    /// search asks (``SecretStore/item(_:in:)`` does not, to spare a lookup a probe).
+    func withCurrentLock(_ item: SecretStore.Found, path: String) throws(BusError) -> SecretStore.Found {
+        guard let current = try store.items(in: item.collection, matching: item.attributes).first(where: { $0.id == item.id }) else {
+            throw .noSuchObject(path)
+        }
+        return current
+    }
+
+    /// Why a locked item cannot be read: the keychain's own answer, which names what
+    /// opens it (`kc unlock`, in this login for a `when-unlocked` item).
+    private func reason(_ item: SecretStore.Found) -> String {
+        var asked = item
+        asked.locked = false
+        do throws(BusError) {
+            var (value, _) = try store.secret(of: asked)
+            value.overwriteWithZeros()
+            return "\(SecretStore.describe(item.id)) can be read again: ask once more"
+        } catch {
+            return error.message
+        }
     }
 }

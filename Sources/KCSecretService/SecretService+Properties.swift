@@ -8,17 +8,19 @@ extension SecretService {
             return [("Collections", .objectPaths(store.collectionNames.map(SecretPath.collection)))]
         case (.collection(let name), Self.collectionInterface):
             let record = store.collection(name)
-            let items = store.isLocked(collection: name) && store.index == nil ? [] : try store.items(in: name, matching: [:]).map(itemPath)
+            // Without the index (the vault locked since the daemon started) there is nothing to list.
+            let items = store.index == nil ? [] : try store.items(in: name, matching: [:])
             return [
-                ("Items", .objectPaths(items)),
+                ("Items", .objectPaths(items.map(itemPath))),
                 ("Label", .string(record?.label ?? name)),
-                ("Locked", .bool(store.isLocked(collection: name))),
+                // Locked while any of its secrets cannot be read: what Unlock could not open.
+                ("Locked", .bool(store.isLocked(collection: name) || items.contains(where: \.locked))),
                 ("Created", .uint64(record?.created ?? 0)),
                 ("Modified", .uint64(record?.modified ?? 0)),
             ]
         case (.item(let item), Self.itemInterface):
             return [
-                ("Locked", .bool(item.locked)),
+                ("Locked", .bool(try withCurrentLock(item, path: itemPath(item)).locked)),
                 ("Attributes", .attributes(item.attributes)),
                 ("Label", .string(item.record?.label ?? SecretStore.defaultLabel(item.id))),
                 ("Type", .string(item.attributes["xdg:schema"] ?? "")),

@@ -26,12 +26,7 @@ final class SecretService {
     let store: SecretStore
     let audit: Bool
 
-    /// An open session: the connection that opened it and, for the DH transport, its key.
-    struct Session {
-        var owner: String
-        var key: [UInt8]?
-    }
-    var sessions: [String: Session] = [:]
+    var sessions = SessionTable()
     var prompts: [String: String] = [:]
     private var counter: UInt64 = 0
     /// The next session's key pair, made while the daemon is idle so an `OpenSession`
@@ -46,8 +41,6 @@ final class SecretService {
         var uid: UInt32
     }
     private var callers: [String: Caller] = [:]
-
-    static let maximumSessionsPerConnection = 64
 
     init(bus: OpaquePointer, store: SecretStore, audit: Bool) {
         self.bus = bus
@@ -107,11 +100,16 @@ final class SecretService {
     /// A connection left the bus: its sessions close.
     func forget(connection name: String) {
         callers[name] = nil
-        for (path, session) in sessions where session.owner == name { sessions[path] = nil }
+        sessions.closeAll(of: name)
     }
 
     private func dispatch(_ call: OpaquePointer, path: String, interface: String, member: String, caller: Caller) throws(BusError) {
-        guard let target = SecretPath.parse(path) else { throw .unknownObject(path) }
+        guard let target = SecretPath.parse(path) else {
+            // Under a collection or an alias, a path that names no item is an item that is
+            // not there: the spec's error, which clients turn into "not found".
+            if path.hasPrefix(SecretPath.collectionPrefix) || path.hasPrefix(SecretPath.aliasPrefix) { throw .noSuchObject(path) }
+            throw .unknownObject(path)
+        }
         let object = try resolve(target, path: path)
         let message = BusReader(message: call)
         switch (interface, member) {
@@ -160,7 +158,7 @@ final class SecretService {
             guard let found = try store.item(id, in: name) else { throw .noSuchObject(path) }
             return .item(found)
         case .session(let path):
-            guard sessions[path] != nil else { throw .unknownObject(path) }
+            guard sessions.owner(of: path) != nil else { throw .unknownObject(path) }
             return .session(path)
         case .prompt(let path):
             guard prompts[path] != nil else { throw .unknownObject(path) }

@@ -320,6 +320,30 @@ final class GnomeKeyringReferenceTests: KeyringTestCase {
             path, prompt = c.call(ROOT, SERVICE, 'CreateCollection', 'a{sv}s', {COLLECTION + '.Label': ('s', 'Reference ' + S)}, '')
             return (prompt == '/' and path.startswith(ROOT + '/collection/')) or (path, prompt)
 
+        @check('SecretStorage: an unknown item path raises ItemNotFoundException')
+        def _():
+            import secretstorage
+            from secretstorage.exceptions import ItemNotFoundException
+            path, = c.call(ROOT, SERVICE, 'ReadAlias', 's', 'default')
+            try:
+                secretstorage.Item(secretstorage.dbus_init(), path + '/nosuch')
+                return 'no exception'
+            except ItemNotFoundException:
+                return True
+
+        @check('SecretStorage: 200 rounds of search_items then get_secret on one connection')
+        def _():
+            import secretstorage
+            connection = secretstorage.dbus_init()
+            secretstorage.get_default_collection(connection).create_item('pattern', {'service': S, 'username': 'pattern'}, b'pattern')
+            # This collection object holds no session: each get_secret() opens one.
+            collection = secretstorage.get_default_collection(connection)
+            served = 0
+            for n in range(200):
+                if [i.get_secret() for i in collection.search_items({'service': S, 'username': 'pattern'})] == [b'pattern']:
+                    served += 1
+            return served == 200 or served
+
         # Last: gnome-keyring cannot unlock again without a prompt.
         @check('Lock makes the secret refused')
         def _():

@@ -204,22 +204,28 @@ final class RobustnessTests: KeyringTestCase {
         }
     }
 
-    func testAClientThatLeavesGetsItsSessionsClosedAndANewClientIsServed() throws {
+    /// A client that opens sessions without closing them is never refused one: past 64
+    /// on its connection, its least recently used sessions close (and answer NoSession),
+    /// and a new client is served.
+    func testAConnectionThatKeepsOpeningSessionsLosesItsOldestAndANewClientIsServed() throws {
         let pid = try daemonPID()
         let out = try bus.python("""
             c = Client()
-            opened = 0
+            paths = []
             refused = None
             for n in range(100):
                 outcome = c.attempt(ROOT, SERVICE, 'OpenSession', 'sv', 'plain', ('s', ''))
                 if 'error' in outcome:
                     refused = outcome
                     break
-                opened += 1
-            emit(opened=opened, refused=refused)
+                paths.append(outcome['reply'][1])
+            open_now = [c.attempt(ROOT, SERVICE, 'GetSecrets', 'aoo', [], path).get('error', 'open') for path in paths]
+            emit(opened=len(paths), refused=refused, oldest=sorted(set(open_now[:36])), newest=sorted(set(open_now[36:])))
             """)
-        XCTAssertEqual(out["refused"]?["error"], "org.freedesktop.DBus.Error.LimitsExceeded", "a cap on sessions per connection: \(out)")
-        XCTAssertGreaterThanOrEqual(out["opened"]?.int ?? 0, 16)
+        XCTAssertEqual(out["refused"], .null, "no OpenSession is refused: \(out)")
+        XCTAssertEqual(out["opened"], 100)
+        XCTAssertEqual(out["oldest"], ["org.freedesktop.Secret.Error.NoSession"], "the 36 least recently used closed: \(out)")
+        XCTAssertEqual(out["newest"], ["open"], "the 64 newest are open: \(out)")
         try assertStillServes(pid)
     }
 

@@ -91,28 +91,24 @@ final class SecretServicePersistenceTests: VaultTestCase {
         let beforeUnlock = try vault.get(service, "alice")
         XCTAssertNotEqual(beforeUnlock.status, 0, "after the reboot the vault is locked and the kernel empty: \(beforeUnlock)")
 
-        // Locked: kc-secretd never prompts; Unlock answers with a prompt that completes
-        // dismissed, and the items wait for `kc unlock`.
+        // Locked: kc-secretd never prompts; Unlock answers with a prompt whose Prompt
+        // says the vault is locked, and the items wait for `kc unlock`.
         let after = try startSecretServiceBus(vault: vault)
         let locked = try after.python("""
             c = Client()
             search = c.attempt(ROOT, SERVICE, 'SearchItems', 'a{ss}', {'service': sys.argv[1]})
             unlocked, prompt = c.call(ROOT, SERVICE, 'Unlock', 'ao', [DEFAULT])
-            completed = None
-            if prompt != '/':
-                with c.subscribe(interface=PROMPT, member='Completed') as signals:
-                    c.call(prompt, PROMPT, 'Prompt', 's', '')
-                    dismissed, result = c.conn.recv_until_filtered(signals, timeout=10).body
-                    completed = [dismissed, list(result[1])]
+            prompted = c.attempt(prompt, PROMPT, 'Prompt', 's', '') if prompt != '/' else None
             s = c.open('plain')
             store = c.attempt(DEFAULT, COLLECTION, 'CreateItem', 'a{sv}(oayays)b',
                               {ITEM + '.Attributes': ('a{ss}', {'service': sys.argv[1], 'username': 'while-locked'})},
                               (s.object_path, b'', b'nope', 'text/plain'), True)
-            emit(search=search, unlocked=unlocked, prompt=prompt, completed=completed, locked=c.get(DEFAULT, COLLECTION, 'Locked'), store=store)
+            emit(search=search, unlocked=unlocked, prompt=prompt, prompted=prompted, locked=c.get(DEFAULT, COLLECTION, 'Locked'), store=store)
             """, arguments: [service])
         XCTAssertEqual(locked["unlocked"], [], "\(locked)")
         XCTAssertNotEqual(locked["prompt"], "/", "a locked vault cannot be opened without kc unlock: \(locked)")
-        XCTAssertEqual(locked["completed"], [true, []], "the prompt completes, dismissed, at once")
+        XCTAssertEqual(locked["prompted"]?["error"], "org.freedesktop.Secret.Error.IsLocked", "the prompt says why at once: \(locked)")
+        XCTAssertTrue(locked["prompted"]?["message"]?.string?.hasPrefix("the vault is locked: run 'kc unlock'") ?? false, "\(locked)")
         XCTAssertEqual(locked["locked"], true)
         let search = locked["search"]
         XCTAssertTrue(search?["error"] == "org.freedesktop.Secret.Error.IsLocked" || search?["reply"]?[0] == [],

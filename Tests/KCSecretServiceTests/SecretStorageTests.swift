@@ -129,6 +129,60 @@ final class SecretStorageTests: KeyringTestCase {
         XCTAssertEqual(out["paths"], 40)
     }
 
+    /// The spec's `NoSuchObject` for an item or collection that is not there, which
+    /// SecretStorage turns into `ItemNotFoundException` (its own tests expect it): for a
+    /// path that names no item, one whose item is missing, and one deleted meanwhile.
+    func testAnUnknownItemOrCollectionRaisesSecretStoragesItemNotFoundException() throws {
+        let bus = try startSecretServiceBus()
+        let service = uniqueService()
+        let out = try bus.python("""
+            import secretstorage
+            from secretstorage.exceptions import ItemNotFoundException
+            from secretstorage.util import DBusAddressWrapper
+            connection = secretstorage.dbus_init()
+
+            def outcome(call):
+                try:
+                    call()
+                    return 'no exception'
+                except ItemNotFoundException:
+                    return 'ItemNotFoundException'
+                except Exception as error:
+                    return '%s: %s' % (type(error).__name__, error)
+
+            def unread_item(path):
+                # An Item as SecretStorage holds one whose path stopped naming an item,
+                # without the read of its label that its constructor makes.
+                item = secretstorage.Item.__new__(secretstorage.Item)
+                item.item_path, item.connection, item.session = path, connection, None
+                item._item = DBusAddressWrapper(path, ITEM, connection)
+                return item
+
+            collection = secretstorage.get_default_collection(connection)
+            deleted = collection.create_item('doomed', {'service': sys.argv[1], 'username': 'doomed'}, b'x')
+            deleted.delete()
+            results = {}
+            for name, path in {'no item name': ROOT + '/collection/login/nosuch',
+                               'too deep': ROOT + '/collection/login/a__b/c',
+                               'missing item': ROOT + '/collection/login/no_2ditem__here',
+                               'missing collection': ROOT + '/collection/nosuch/a__b',
+                               'deleted': deleted.item_path}.items():
+                results[name] = [outcome(lambda: secretstorage.Item(connection, path)),
+                                 outcome(lambda: unread_item(path).get_secret()),
+                                 outcome(lambda: unread_item(path).get_label())]
+            for name, path in {'collection': ROOT + '/collection/nosuch', 'alias': ROOT + '/aliases/nosuch'}.items():
+                results[name] = [outcome(lambda: secretstorage.Collection(connection, path))]
+            c = Client()
+            emit(results=results, error=c.attempt(ROOT + '/collection/login/nosuch', ITEM, 'GetSecret', 'o', '/').get('error'))
+            """, arguments: [service])
+        let results = out["results"]?.object ?? [:]
+        XCTAssertEqual(results.count, 7, "\(out)")
+        for (name, outcomes) in results.sorted(by: { $0.key < $1.key }) {
+            XCTAssertEqual(Set(outcomes.strings), ["ItemNotFoundException"], "\(name): \(outcomes)")
+        }
+        XCTAssertEqual(out["error"], "org.freedesktop.Secret.Error.NoSuchObject", "\(out)")
+    }
+
     func testAClosedSessionIsRefused() throws {
         let bus = try startSecretServiceBus()
         let service = uniqueService()

@@ -233,8 +233,8 @@ extension SessionBus {
     /// seconds (then exit 124).
     @discardableResult
     public func client(_ executable: String, _ arguments: [String], input: [UInt8] = [],
-                       extraEnvironment: [String: String] = [:]) throws -> CommandResult {
-        try run("/usr/bin/timeout", ["-k", "5", String(SecretServiceClients.callLimit), executable] + arguments,
+                       extraEnvironment: [String: String] = [:], timeLimit: Int = SecretServiceClients.callLimit) throws -> CommandResult {
+        try run("/usr/bin/timeout", ["-k", "5", String(timeLimit), executable] + arguments,
                 input: input, extraEnvironment: extraEnvironment)
     }
 
@@ -252,13 +252,15 @@ extension SessionBus {
 
     /// Runs `script` with python3 after `from sstest import *` (``SecretServiceClients``'
     /// client) and returns what its last `emit(...)` printed. Fails the test (and returns
-    /// an empty object) if python exits with an error.
+    /// an empty object) if python exits with an error. `timeLimit`: the seconds the whole
+    /// script may take (a long run of many calls), ``SecretServiceClients/callLimit`` unless given.
     public func python(_ script: String, arguments: [String] = [], input: [UInt8] = [],
+                       timeLimit: Int = SecretServiceClients.callLimit,
                        file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {
         let prelude = "import sys\nsys.path.insert(0, \(SecretServiceClients.pythonPath.debugDescription))\nfrom sstest import *\n"
-        let result = try client(SecretServiceClients.python, ["-c", prelude + script] + arguments, input: input)
+        let result = try client(SecretServiceClients.python, ["-c", prelude + script] + arguments, input: input, timeLimit: timeLimit)
         guard result.status == 0 else {
-            XCTFail("python client failed (exit \(result.status)\(result.status == 124 ? ": a call was not answered in \(SecretServiceClients.callLimit) s" : "")): \(result.standardError)", file: file, line: line)
+            XCTFail("python client failed (exit \(result.status)\(result.status == 124 ? ": not done in \(timeLimit) s" : "")): \(result.standardError)", file: file, line: line)
             return .object([:])
         }
         guard let last = result.output.split(separator: "\n").last,

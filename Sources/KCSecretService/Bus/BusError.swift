@@ -19,7 +19,10 @@ public struct BusError: Error, Sendable, Equatable, CustomStringConvertible {
     }
     static func unknownProperty(_ name: String) -> BusError { BusError("org.freedesktop.DBus.Error.UnknownProperty", "no property \(name)") }
     static func readOnlyProperty(_ name: String) -> BusError { BusError("org.freedesktop.DBus.Error.PropertyReadOnly", "\(name) is read-only") }
-    static func noSession(_ path: String) -> BusError { BusError("org.freedesktop.Secret.Error.NoSession", "no open session \(path); call OpenSession first") }
+    static func noSession(_ path: String) -> BusError {
+        BusError("org.freedesktop.Secret.Error.NoSession",
+                 "no open session \(path) on this connection (a connection's least recently used sessions close when it holds many); call OpenSession")
+    }
     static func isLocked(_ what: String) -> BusError { BusError("org.freedesktop.Secret.Error.IsLocked", what) }
     static func notSupported(_ message: String) -> BusError { BusError("org.freedesktop.DBus.Error.NotSupported", message) }
     static func accessDenied(_ message: String) -> BusError { BusError("org.freedesktop.DBus.Error.AccessDenied", message) }

@@ -258,20 +258,7 @@ final class VaultLoginTests: VaultTestCase {
     func debianStack(_ arguments: [String]) throws -> String {
         guard FileOps.exists("/usr/sbin/pam-auth-update") else { throw XCTSkip("no pam-auth-update: not Debian or Ubuntu") }
         let root = try makeVault(create: false).dataHome + "/root"
-        let copied = try runShell("""
-            set -e
-            mkdir -p '\(root)/usr/share/pam-configs' '\(root)/etc/pam.d' '\(root)/var/lib/pam'
-            cp /usr/share/pam-configs/* '\(root)/usr/share/pam-configs/'
-            cp '\(Self.repository)/PAM/kc' '\(root)/usr/share/pam-configs/kc'
-            cp /etc/pam.d/common-* '\(root)/etc/pam.d/'
-            cp -a /var/lib/pam/. '\(root)/var/lib/pam/'
-            """)
-        XCTAssertEqual(copied.status, 0, "\(copied)")
-        if !arguments.isEmpty {
-            let update = try runCommand("/usr/sbin/pam-auth-update", ["--root", root] + arguments,
-                                        environment: ["DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"])
-            XCTAssertEqual(update.status, 0, "pam-auth-update \(arguments): \(update)")
-        }
+        try LoginSandbox.debianPAMRoot(root, arguments)
         return root
     }
 

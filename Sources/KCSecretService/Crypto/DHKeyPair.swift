@@ -17,6 +17,7 @@ public struct DHKeyPair: Sendable {
     /// A fresh key pair: a 256-bit private exponent from the kernel's random number
     /// generator (`PrivateExponent` says why 256 bits suffice), and its public key.
     public static func generate() throws(SecretCryptoError) -> DHKeyPair {
+        guard OakleyGroup2.libraryIsReady else { throw .libraryUnavailable }
         let exponent = try PrivateExponent()
         let publicKey = exponent.withBytes { OakleyGroup2.powerOfTwo(exponent: $0) }
         return DHKeyPair(publicKey: publicKey, exponent: exponent)

@@ -29,6 +29,11 @@ enum OakleyGroup2 {
         return value
     }
 
+    /// Whether libgcrypt is there and new enough: checked before any key agreement
+    /// (``DHKeyPair``), so a library older than the build's answers the client with an
+    /// error instead of stopping the daemon.
+    static let libraryIsReady: Bool = kc_gcrypt_initialize() == 0
+
     /// 2^exponent mod p.
     static func powerOfTwo(exponent: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         power(base: [2], exponent: exponent)
@@ -36,7 +41,7 @@ enum OakleyGroup2 {
 
     /// base^exponent mod p, `base` below p (checked by the caller: ``publicValue(bigEndian:)``).
     static func power(base: [UInt8], exponent: UnsafeBufferPointer<UInt8>) -> [UInt8] {
-        precondition(kc_gcrypt_initialize() == 0, "libgcrypt \(GCRYPT_VERSION) or newer is needed")
+        precondition(libraryIsReady, "DHKeyPair checks libgcrypt before any power")
         let modulus = number(prime), baseValue = number(base)
         let exponentValue = exponent.isEmpty ? gcry_mpi_new(0) : number(UnsafeRawBufferPointer(exponent))
         let result = gcry_mpi_new(UInt32(byteCount * 8))

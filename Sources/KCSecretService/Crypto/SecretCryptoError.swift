@@ -19,6 +19,7 @@ public enum SecretCryptoError: Error, Sendable, Equatable, CustomStringConvertib
     /// The kernel's random number generator refused to give bytes. The corresponding
     /// C function is `getentropy`.
     case randomFailed
+    case libraryUnavailable
 
     /// One line: the cause, then what to do.
     public var description: String {
@@ -31,6 +32,8 @@ public enum SecretCryptoError: Error, Sendable, Equatable, CustomStringConvertib
             return "bad secret parameters: the AES-CBC initialisation vector must be 16 bytes"
         case .badKey:
             return "bad session key: an AES-128 key is 16 bytes"
+        case .libraryUnavailable:
+            return "libgcrypt is older than the one kc-secretd was built with, so no encrypted session can be made; update libgcrypt20, or use a plain session"
         case .randomFailed:
             return "the system random number generator failed (getentropy); try again"
         }

@@ -608,7 +608,8 @@ enum ItemValue {
         return withUnsafeTemporaryAllocation(byteCount: 32768, alignment: 8) { buffer -> Result? in
             guard let base = buffer.baseAddress else { return nil }
             let length = keyctl_read(key, base.assumingMemoryBound(to: CChar.self), buffer.count)
-            guard length >= 0 && length <= buffer.count else {
+            // One NUL byte may be a key marked empty (Sources/Keyrings/ItemValue.swift): the full kc decides.
+            guard length >= 0 && length <= buffer.count && !(length == 1 && base.load(as: UInt8.self) == 0) else {
                 if length > 0 { explicit_bzero(base, buffer.count) }
                 return nil
             }

@@ -210,7 +210,8 @@ enum ValueOutput {
         withUnsafeTemporaryAllocation(byteCount: 32768, alignment: 8) { buffer in
             guard let base = buffer.baseAddress else { return }
             let length = keyctl_read(key, base.assumingMemoryBound(to: CChar.self), buffer.count)
-            guard length >= 0 && length <= buffer.count else {
+            // One NUL byte may be a key marked empty (Sources/Keyrings/ItemValue.swift): the full kc decides.
+            guard length >= 0 && length <= buffer.count && !(length == 1 && base.load(as: UInt8.self) == 0) else {
                 if length > 0 { explicit_bzero(base, buffer.count) }
                 CoreDumps.restore(callersLimit)
                 return  // removed, expired or unshared since it was found, or refused: the full kc decides

@@ -46,7 +46,8 @@ struct PlainSet {
                 return
             }
             let value = UnsafeMutableRawBufferPointer(start: base, count: count)
-            if !value.isEmpty && value.count <= Int(sysconf(Int32(_SC_PAGESIZE))),
+            // An empty value or one NUL byte takes a new key (Sources/Keyrings/ItemValue.swift): the full kc's.
+            if !value.isEmpty && !(value.count == 1 && value[0] == 0) && value.count <= Int(sysconf(Int32(_SC_PAGESIZE))),
                hasNoVaultOutsideNamespaces(checkingStash: false), Vault.stashIsAbsent,
                case .found(let ring) = ServiceKeyrings.find(service, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING),
                case .found(let key) = Search(in: ring, type: "user", description: item),

@@ -203,8 +203,6 @@ class Keyring(KeyringBackend):
             value = password.encode("utf-8")
         except UnicodeEncodeError as error:
             raise PasswordSetError(f"the password is not valid Unicode text: {error.reason}") from None
-        if not value:
-            raise PasswordSetError("kc cannot store an empty password (kernel keys cannot be empty)")
         options = []
         if self.access:
             options += ["--access", str(self.access)]

@@ -51,7 +51,6 @@ public enum DockerCredentialHelper {
         let server = try serverURL(in: fields["ServerURL"] ?? [])
         guard !server.contains(0) else { throw Failure("kc: the server URL holds a NUL character") }
         guard let user = fields["Username"], !user.isEmpty else { throw Failure("no credentials username") }
-        guard !secret.isEmpty else { throw Failure("kc: the secret is empty; a keyring item cannot be empty") }
         guard let service = serviceName(forServer: server) else {
             throw Failure("kc: the server URL is too long for a service name (at most 248 bytes once '/' and '%' are escaped)")
         }

@@ -92,9 +92,6 @@ public enum DotEnv {
                 value.append(contentsOf: trimmed(text))
             }
             let bytes = Array(String(value).utf8)
-            guard !bytes.isEmpty else {
-                throw ArchiveError(location: "line \(number)", problem: "\(name) is empty; kernel keys cannot be empty")
-            }
             guard bytes.count <= KeychainError.maximumValueSize else {
                 throw ArchiveError(location: "line \(number)", problem: "\(name) is \(bytes.count) bytes; the limit is \(KeychainError.maximumValueSize)")
             }

@@ -24,7 +24,7 @@ extension Keychain {
         }
         guard let located = found else { return nil }
         do {
-            let size = try unlessGone { () throws(KeyctlError) in try located.item.payloadSize() }
+            let size = try unlessGone { () throws(KeyctlError) in try located.item.valueSize() }
             if size == nil { RecentOwnerChecks.shared.forget(located.ring) }
             return size
         } catch {
@@ -66,7 +66,6 @@ extension Keychain {
         try validateName(key, as: .item)
         var copy = Array(value)
         defer { copy.overwriteWithZeros() }
-        guard !copy.isEmpty else { throw .emptyValue }
         guard copy.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: copy.count) }
         switch try resolve(forWriting: true) {
         case .anyService:

@@ -7,14 +7,13 @@ import Foundation
 #endif
 
 extension Keychain {
-    /// The item as text; assigning stores it, assigning nil or `""` removes it.
+    /// The item as text; assigning stores it (`""` too, as in Apple's keychain), assigning
+    /// nil removes it.
     ///
     /// Like KeychainAccess's subscripts, this cannot throw: a failed read is nil. An
-    /// assignment never leaves the old value to be served: the kernel cannot hold an
-    /// empty value, so `""` removes the item (an emptied text field, as FXKeychain's
-    /// example apps assign), and a value that cannot be stored (over 32767 bytes, quota
-    /// full, ...) removes the old one too, so a read afterwards gives what was assigned
-    /// or nil, never a stale secret. Use ``set(_:forKey:)-(String,_)``, which throws and
+    /// assignment never leaves the old value to be served: a value that cannot be stored
+    /// (over 32767 bytes, quota full, ...) removes the old one, so a read afterwards gives
+    /// what was assigned or nil, never a stale secret. Use ``set(_:forKey:)-(String,_)``, which throws and
     /// changes nothing on failure, to see errors.
     ///
     /// The kernel calls are those of ``set(_:forKey:)-(String,_)`` (`add_key`), and
@@ -22,12 +21,12 @@ extension Keychain {
     public subscript(key: some KeyNameConvertible) -> String? {
         get { (try? string(forKey: key)) ?? nil }
         nonmutating set {
-            guard let newValue, !newValue.isEmpty else { return assignRemoving(key) }
+            guard let newValue else { return assignRemoving(key) }
             do { try set(newValue, forKey: key) } catch { assignRemoving(key) }
         }
     }
 
-    /// The item's bytes; assigning stores them, assigning nil or `[]` removes the item.
+    /// The item's bytes; assigning stores them (`[]` too), assigning nil removes the item.
     ///
     /// Assignment behaves as for the text subscript: a value that cannot be stored
     /// removes the old one rather than leaving it to be served. Use
@@ -35,7 +34,7 @@ extension Keychain {
     public subscript(bytes key: some KeyNameConvertible) -> [UInt8]? {
         get { (try? data(forKey: key)) ?? nil }
         nonmutating set {
-            guard let newValue, !newValue.isEmpty else { return assignRemoving(key) }
+            guard let newValue else { return assignRemoving(key) }
             do { try set(newValue, forKey: key) } catch { assignRemoving(key) }
         }
     }

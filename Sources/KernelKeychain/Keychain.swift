@@ -190,7 +190,7 @@ public struct Keychain: Sendable, Hashable {
         do {
             // A buffer malloc keeps at hand (its per-thread cache serves up to 1032
             // bytes): most secrets fit; a longer one costs a second read.
-            return try located.item.withPayload(sizeHint: 1024, body)
+            return try located.item.withValue(sizeHint: 1024, body)
         } catch {
             RecentOwnerChecks.shared.forget(located.ring)
             if error.meansKeyIsGone { return nil }  // removed or expired since the search
@@ -248,7 +248,7 @@ public struct Keychain: Sendable, Hashable {
     ///
     /// The kernel calls are `add_key` (creates or updates the `user` key),
     /// `keyctl_setperm` (owner-only) and `keyctl_set_timeout`.
-    /// - Throws: ``KeychainError/emptyValue``, ``KeychainError/valueTooLarge(size:)``,
+    /// - Throws: ``KeychainError/valueTooLarge(size:)``,
     ///   ``KeychainError/quotaExceeded(_:usage:)`` and the kernel's refusals.
     public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: some KeyNameConvertible) throws(KeychainError) {
         var copy = Array(value)
@@ -398,7 +398,6 @@ public struct Keychain: Sendable, Hashable {
     /// this is the mount's save (``replaceExisting(_:forKey:of:in:)``).
     internal func store(_ value: [UInt8], forKey key: KeyName, deadline: WrittenDeadline) throws(KeychainError) {
         try validateName(key, as: .item)
-        guard !value.isEmpty else { throw .emptyValue }
         guard value.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: value.count) }
         switch try resolve(forWriting: true) {
         case .anyService:

@@ -175,9 +175,9 @@ public enum KeychainArchive {
             guard let data = Data(base64Encoded: encoded) else {
                 throw DecodingError.dataCorruptedError(forKey: .value, in: container, debugDescription: "is not base64")
             }
-            guard !data.isEmpty, data.count <= KeychainError.maximumValueSize else {
+            guard data.count <= KeychainError.maximumValueSize else {
                 throw DecodingError.dataCorruptedError(forKey: .value, in: container, debugDescription:
-                    "holds \(data.count) bytes; a value is 1-\(KeychainError.maximumValueSize) bytes")
+                    "holds \(data.count) bytes; a value is 0-\(KeychainError.maximumValueSize) bytes")
             }
             let expiresAt = try container.decodeWholeNumber(forKey: .expiresAt, in: 1...Int64.max) {
                 "is \($0) for \(which); it must be null or a positive whole number of seconds since the epoch (1970)"

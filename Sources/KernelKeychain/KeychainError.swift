@@ -16,7 +16,8 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// The service or item name breaks the naming rules; nothing was sent to the kernel.
     case invalidName(kind: NameKind, problem: NameProblem)
-    /// The kernel's `user` keys cannot hold an empty value.
+    /// An empty value refused. kc no longer throws it: an empty value is held as
+    /// ``ItemValue`` says. Kept so that code matching it still compiles.
     case emptyValue
     /// The value is larger than a `user` key can hold (32767 bytes).
     case valueTooLarge(size: Int)
@@ -238,6 +239,8 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
                 return "a member may not make item '\(item)' of \(owner)'s '\(shared.service)' larger than it is (\(current) bytes; this value has \(new)): \(owner)'s key quota pays for it; ask \(owner) to store it, or to store a value at least that large first"
             case .overPage(let new, let page):
                 return "a member can write at most \(page) bytes into an item (the kernel's limit for changing a key in place; this value has \(new)); ask \(owner) to store item '\(item)' of '\(shared.service)'"
+            case .emptyOrNul:
+                return "a member cannot make item '\(item)' of \(owner)'s '\(shared.service)' empty (or one NUL byte): kc holds such a value in a new key, which only \(owner) can make; ask \(owner) to store it"
             }
         case .sessionOfAnotherUser(let uid):
             let owner = Accounts.name(ofUser: uid) ?? String(uid)
@@ -323,4 +326,6 @@ public enum MemberWriteLimit: Sendable, Hashable {
     case larger(current: Int, new: Int)
     /// The value is over a page, the most `keyctl_update` takes.
     case overPage(new: Int, page: Int)
+    /// The value is empty or one NUL byte, which only a new key holds (``ItemValue``).
+    case emptyOrNul
 }

@@ -3,10 +3,11 @@ import KCTestSupport
 import XCTest
 
 /// Secrets are bytes (issue 37): random binary values (256 as root; as an ordinary user
-/// what its key quota holds), invalid UTF-8 and lengths from one byte up, each with its
-/// own content type, stored through D-Bus with python
+/// what its key quota holds), invalid UTF-8, the empty secret, one NUL byte and lengths
+/// up from there, each with its own content type, stored through D-Bus with python
 /// SecretStorage over its DH session, come back byte for byte with their content type
-/// over D-Bus and through `kc get`; and many lookups in a row over DH never fail.
+/// over D-Bus, through `kc get` and through `cat` in the mount; and many lookups in a
+/// row over DH never fail.
 final class ByteExactSecretTests: KeyringTestCase {
     override func setUpWithError() throws {
         try super.setUpWithError()
@@ -29,6 +30,10 @@ final class ByteExactSecretTests: KeyringTestCase {
                 value = bytes(rng.getrandbits(8) for _ in range(length))
                 if i % 5 == 0:
                     value = b'\\xff\\xfe' + value  # never valid UTF-8
+                if i == 1:
+                    value = b''
+                if i == 2:
+                    value = b'\\x00'  # not the empty secret
                 kind = ['application/octet-stream', 'text/plain', 'application/x-kc-test; charset=binary'][i % 3]
                 item = collection.create_item(f'binary {i}', {'service': sys.argv[1], 'username': f'b{i}'}, value,
                                               replace=True, content_type=kind)
@@ -49,14 +54,26 @@ final class ByteExactSecretTests: KeyringTestCase {
         XCTAssertEqual(out["wrong"], .array([]), "every secret byte for byte over D-Bus")
         XCTAssertEqual(out["kinds"], .array([]), "every content type kept")
         // The same bytes through kc.
-        let expected = (readWholeFile(lastScratch) ?? "").split(separator: "\n").map(String.init)
+        let expected = (readWholeFile(lastScratch) ?? "").split(separator: "\n", omittingEmptySubsequences: false)
+            .dropLast().map(String.init)
         XCTAssertEqual(expected.count, count)
+        XCTAssertEqual(Array(expected.prefix(3).dropFirst()), ["", "00"], "the empty secret and one NUL byte are among them")
         var differing: [Int] = []
         for (index, hex) in expected.enumerated() {
             let got = try bus.kc("get", service, "b\(index)")
-            if got.standardOutput.map({ String(format: "%02x", $0) }).joined() != hex { differing.append(index) }
+            if got.status != 0 || got.standardOutput.map({ String(format: "%02x", $0) }).joined() != hex { differing.append(index) }
         }
         XCTAssertEqual(differing, [], "kc get prints each secret's exact bytes")
+        // And `cat` in the mount, where FUSE is there.
+        guard (try? MountFixture.requireFUSE()) != nil else { return }
+        let mount = try MountFixture()
+        defer { mount.unmount() }
+        var differingInMount: [Int] = []
+        for (index, hex) in expected.enumerated() {
+            let got = try runCommand("/bin/cat", [mount.file(service, "b\(index)")])
+            if got.status != 0 || got.standardOutput.map({ String(format: "%02x", $0) }).joined() != hex { differingInMount.append(index) }
+        }
+        XCTAssertEqual(differingInMount, [], "cat reads each secret's exact bytes")
     }
 
     /// 2,000 DH lookups in a row over one connection (the issue asks 10,000 with KC_LONG=1):

@@ -23,7 +23,9 @@ final class ArchiveTests: XCTestCase {
                        "items[0].name: invalid item name: it contains '/'; use 1-255 bytes without '/' or NUL, not '.' or '..'")
         XCTAssertEqual(fault(wrap(good.replacingOccurrences(of: "always", with: "sometimes"))),
                        "items[0].access: 'sometimes' is not when-unlocked, after-first-unlock or always")
-        XCTAssertEqual(fault(wrap(good.replacingOccurrences(of: "dg==", with: ""))), "items[0].value: holds 0 bytes; a value is 1-32767 bytes")
+        XCTAssertNil(fault(wrap(good.replacingOccurrences(of: "dg==", with: ""))), "an empty value is a value")
+        XCTAssertEqual(fault(wrap(good.replacingOccurrences(of: "dg==", with: String(repeating: "A", count: 43_692)))),
+                       "items[0].value: holds 32769 bytes; a value is 0-32767 bytes")
         XCTAssertEqual(fault(wrap(good.replacingOccurrences(of: "null", with: "0"))), "items[0].secondsLeft: is 0 for item 's/n'; it must be null or a whole number of seconds from 1 to 4294967295")
         XCTAssertEqual(fault(wrap(good.replacingOccurrences(of: #""service":"s","#, with: ""))), "items[0].service: is missing")
         XCTAssertEqual(fault(#"{"format":"kc-export","version":2,"items":[]}"#), "version: is 2; this kc reads version 1")
@@ -58,7 +60,7 @@ final class ArchiveTests: XCTestCase {
         XCTAssertEqual(fault("A=1\n1A=2\n"), "line 2: '1A' is not a name (letters, digits, '_', '.', '-'; not starting with a digit)")
         XCTAssertEqual(fault("A=\"open\n"), "line 1: the double quote is not closed")
         XCTAssertEqual(fault("A='open\n"), "line 1: the single quote is not closed")
-        XCTAssertEqual(fault("A=\n"), "line 1: A is empty; kernel keys cannot be empty")
+        XCTAssertNil(fault("A=\n"), "an empty value is a value")
         XCTAssertEqual(fault("A=1\nA=2\n"), "line 2: A is set again (first on line 1)")
         XCTAssertEqual(fault("A=\"x\" y\n"), "line 1: unexpected text after the closing quote")
         XCTAssertEqual(fault("A=\"\\q\"\n"), "line 1: unknown escape '\\q'")

@@ -12,20 +12,24 @@ final class WrapperPromisesTests: KeyringTestCase {
         var port: Int
     }
 
-    func testAssigningAnEmptyStringRemovesTheItem() throws {
+    func testAssigningAnEmptyStringStoresItAsApplesKeychainDoes() throws {
         let keychain = try Keychain(service: uniqueService())
         keychain["token"] = "old secret"
         keychain["token"] = ""  // an emptied text field, as in FXKeychain's example apps
-        XCTAssertNil(keychain["token"], "the old secret is not served after assigning \"\"")
-        XCTAssertFalse(try keychain.contains("token"))
+        XCTAssertEqual(keychain["token"], "", "the old secret is not served after assigning \"\"")
+        XCTAssertTrue(try keychain.contains("token"))
+        XCTAssertEqual(try keychain.item("token")?.size, 0)
+        keychain["token"] = nil
+        XCTAssertFalse(try keychain.contains("token"), "nil removes it")
     }
 
-    func testAssigningNoBytesRemovesTheItem() throws {
+    func testAssigningNoBytesStoresAnEmptyValue() throws {
         let keychain = try Keychain(service: uniqueService())
         keychain[bytes: "blob"] = [0x01, 0x02]
         keychain[bytes: "blob"] = []
-        XCTAssertNil(keychain[bytes: "blob"])
-        XCTAssertFalse(try keychain.contains("blob"))
+        XCTAssertEqual(keychain[bytes: "blob"], [])
+        keychain[bytes: "blob"] = [0]
+        XCTAssertEqual(keychain[bytes: "blob"], [0], "one NUL byte is a value of its own, not the empty one")
     }
 
     func testAnOversizeAssignmentRemovesTheOldValueInsteadOfServingIt() throws {
@@ -49,13 +53,15 @@ final class WrapperPromisesTests: KeyringTestCase {
         }
     }
 
-    func testTheThrowingSettersStillRefuseEmptyValuesAndKeepTheOldOne() throws {
+    func testTheThrowingSettersStoreEmptyValuesToo() throws {
         let keychain = try Keychain(service: uniqueService())
         try keychain.set("old", forKey: "token")
-        XCTAssertThrowsError(try keychain.set("", forKey: "token")) { error in
-            XCTAssertEqual(error as? KeychainError, .emptyValue)
-        }
-        XCTAssertEqual(try keychain.string(forKey: "token"), "old", "a throwing write that failed changes nothing")
+        try keychain.set("", forKey: "token")
+        XCTAssertEqual(try keychain.string(forKey: "token"), "")
+        XCTAssertEqual(try keychain.replace(Array("again".utf8), forKey: "token"), true)
+        XCTAssertEqual(try keychain.string(forKey: "token"), "again")
+        XCTAssertEqual(try keychain.replace([UInt8](), forKey: "token"), true, "a save of an empty file")
+        XCTAssertEqual(try keychain.data(forKey: "token"), [])
     }
 
     func testSettingNilJSONRemovesTheItem() throws {

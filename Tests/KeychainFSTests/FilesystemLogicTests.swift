@@ -41,9 +41,11 @@ final class FilesystemLogicTests: KeyringTestCase {
         let file = Node.item(service: service, name: "token")
         try fs.commit(Array("new".utf8), to: file, newItem: nil)
         XCTAssertEqual(try Keychain(service: service).item("token")?.accessibility, .afterFirstUnlock)
-        assertErrno(.invalidArgument) { try fs.commit([], to: file, newItem: nil) }
         assertErrno(.fileTooLarge) { try fs.commit([UInt8](repeating: 1, count: 32768), to: file, newItem: nil) }
         XCTAssertEqual(try Keychain(service: service).string(forKey: "token"), "new", "failed writes harm nothing")
+        try fs.commit([], to: file, newItem: nil)
+        XCTAssertEqual(try Keychain(service: service).string(forKey: "token"), "", "an empty file is an empty item")
+        XCTAssertEqual(try Keychain(service: service).item("token")?.accessibility, .afterFirstUnlock)
     }
 
     func testServiceRootedAndReadOnlyMounts() throws {

@@ -43,10 +43,10 @@ final class KeychainAccessPortTests: KeyringTestCase {
     func testErrorsAreCaughtAsTypedKeychainErrors() throws {
         let keychain = try Keychain(service: uniqueService())
         do {
-            try keychain.set("", forKey: "octocat")
-            XCTFail("the kernel cannot hold an empty value")
+            try keychain.set(String(repeating: "x", count: 40_000), forKey: "octocat")
+            XCTFail("a key holds at most 32767 bytes")
         } catch {
-            XCTAssertEqual(error, .emptyValue, "typed throws: no cast needed")
+            XCTAssertEqual(error, .valueTooLarge(size: 40_000), "typed throws: no cast needed")
         }
         XCTAssertThrowsError(try keychain.set(token, forKey: "a/b")) { error in
             XCTAssertEqual(error as? KeychainError, .invalidName(kind: .item, problem: .containsSlash))

@@ -81,7 +81,6 @@ final class CLITests: KeyringTestCase {
             (["get", service, "nope"], [], 1, "no item 'nope'"),
             (["rm", service, "nope"], [], 1, "no item 'nope'"),
             (["ls", service + ".absent"], [], 1, "no service"),
-            (["set", service, "e"], [], 2, "empty value"),
             (["set", service, "big"], [UInt8](repeating: 7, count: 32768), 2, "larger than 32767 bytes"),
             (["set", service, "a/b"], Array("v".utf8), 64, "contains '/'"),
             (["set", service, ".."], Array("v".utf8), 64, "cannot be '..'"),

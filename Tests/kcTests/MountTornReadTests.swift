@@ -5,7 +5,7 @@ import XCTest
 
 /// A reader through the mount sees an item's old value or its new one, whole, and never
 /// anything else (DESIGN §6: `printf v > f` sets it, written on close, atomically). An
-/// empty value is never stored (a kernel key cannot be empty), so a read that returns
+/// empty value is never stored (the writers here never write one), so a read that returns
 /// nothing read something that was never the item (issue 35: one empty read in 10,000
 /// to 60,000 with writers and readers racing on four items).
 ///

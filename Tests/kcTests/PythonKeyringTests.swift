@@ -207,9 +207,10 @@ final class PythonKeyringTests: KeyringTestCase {
         XCTAssertEqual(result.status, 0, "\(result)")
         let lines = result.output.split(separator: "\n")
         XCTAssertEqual(lines.count, 2, "\(result)")
-        XCTAssertTrue(lines.first?.contains("PasswordSetError: kc cannot store an empty password") == true, "\(result)")
+        XCTAssertEqual(lines.first, "stored", "an empty password is kept, as gnome-keyring keeps it: \(result)")
         XCTAssertTrue(lines.last?.contains("kc names are at most 255 bytes") == true, "\(result)")
-        XCTAssertEqual(try kc("ls", service).status, 1, "nothing stored")
+        XCTAssertEqual(try kc("ls", service).output, "empty\n", "only the empty password was stored")
+        XCTAssertEqual(try kc("get", service, "empty").output, "")
     }
 
     func testAccessPropertyChoosesTheLevel() throws {

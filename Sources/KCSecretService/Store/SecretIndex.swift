@@ -27,7 +27,9 @@ public struct ItemRecord: Sendable, Equatable {
     public var contentType: String
     public var created: UInt64
     public var modified: UInt64
-    /// The value is empty: the kernel refuses an empty key, so the index alone holds it.
+    /// The value is empty and the index alone holds it: kc-secretd before empty items
+    /// (``Keyrings/ItemValue``) kept them so. New records hold false; an item the kernel
+    /// holds is read from there first.
     public var isEmptyValue: Bool
 }
 

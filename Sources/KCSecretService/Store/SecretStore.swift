@@ -513,7 +513,7 @@ final class SecretStore {
             let serviceIsNew = (try? Keychain(service: id.service).serviceExists()) == false
             let now = Self.now
             let record = ItemRecord(id: id, collection: collection, attributes: attributes, label: label, contentType: contentType,
-                                    created: now, modified: now, isEmptyValue: value.isEmpty)
+                                    created: now, modified: now, isEmptyValue: false)
             do {
                 // Without its record the item would be found by other attributes than the
                 // client gave: the value is stored only with the record (an item that was
@@ -592,7 +592,7 @@ final class SecretStore {
             // The record as saved now: another daemon may have changed its label.
             var record = index.items[item.id] ?? fallback
             record.contentType = contentType
-            record.isEmptyValue = value.isEmpty
+            record.isEmptyValue = false  // the kernel holds it, empty or not
             record.modified = now
             if let label { record.label = label }
             index.items[item.id] = record
@@ -648,15 +648,12 @@ final class SecretStore {
     }
 
     /// Writes the value to the kc item: a new item at the collection's level, an existing
-    /// one at its own. An empty value has no kernel key (the kernel refuses one).
+    /// one at its own. An empty value is an item too (``Keyrings/ItemValue``), so `kc get`
+    /// and the mount read it as clients do.
     private static func store(_ value: [UInt8], for id: ItemID, accessibility: Accessibility?) throws(KeychainError) {
         var keychain = try Keychain(service: id.service)
         if let accessibility { keychain = keychain.accessibility(accessibility) }
-        if value.isEmpty {
-            _ = try keychain.remove(id.name)
-        } else {
-            try keychain.set(value, forKey: id.name)
-        }
+        try keychain.set(value, forKey: id.name)
     }
 
     static func defaultLabel(_ id: ItemID) -> String {

@@ -249,15 +249,19 @@ internal enum DeadlineRecords {
 extension KeySerial {
     /// A new `user` key holding `bytes`, made whole before anyone can see it: in the
     /// thread keyring, with `original`'s group and permissions and the deadline
-    /// (recorded; nil: none). Place it with ``place(in:)``.
+    /// (recorded; nil: none). Place it with ``place(in:)``. An empty value is held as
+    /// ``ItemValue`` says: one NUL byte, marked empty.
     static func prepare(_ bytes: UnsafeRawBufferPointer, named name: KeyName, like original: KeyDescription,
                         until deadline: Deadline?, table: KeySerial? = nil) throws(KeyctlError) -> KeySerial {
         let thread = SpecialKeyring.thread.serial
-        let fresh = try KeySerial.add(type: "user", description: name, payload: bytes, into: thread)
+        let fresh = try ItemValue.withPayload(of: bytes) { (payload) throws(KeyctlError) in
+            try KeySerial.add(type: "user", description: name, payload: payload, into: thread)
+        }
         do {
             if original.gid != getegid() { try fresh.setGroup(original.gid) }
             // A key with a deadline is never writable by members (see ``Sharing``).
-            try fresh.setPermissions(deadline == nil ? original.permissions : original.permissions.withoutWriteForOthers)
+            let permissions = deadline == nil ? original.permissions : original.permissions.withoutWriteForOthers
+            try fresh.setPermissions(ItemValue.permissions(permissions, holding: bytes))
             if let deadline {
                 let seconds = UInt32(clamping: max(deadline.secondsLeft, 1))
                 try DeadlineRecords.setTimeout(seconds, of: fresh, deadline: deadline, table: table)

@@ -96,7 +96,7 @@ extension OwnService {
             do { try homeRing.serial.link(into: holder) } catch where error.meansKeyIsGone { return false }
             defer { try? homeRing.serial.unlink(from: holder) }  // no-op once moved back
             let item: KeySerial
-            let made = deadline != nil || previousRecord != nil
+            let made = deadline != nil || previousRecord != nil || ItemValue.needsFreshKey(bytes)
             if made {
                 // Made whole with its deadline (or none) before it is placed: an update
                 // would leave the value without expiry until the timeout is set again,
@@ -155,7 +155,7 @@ extension OwnService {
             let ring = try KeySerial.add(type: "keyring", description: ringDescription(home.marker), payload: nil, into: thread)
             defer { try? ring.unlink(from: thread) }  // no-op once moved
             try ring.setPermissions(.ownerOnly)
-            if deadline != nil {
+            if deadline != nil || ItemValue.needsFreshKey(bytes) {
                 let like = KeyDescription.ownItem(named: key, sharedAs: nil)
                 let fresh = try KeySerial.prepare(bytes, named: key, like: like, until: deadline)
                 guard try fresh.place(in: ring) else { return false }
@@ -226,7 +226,7 @@ extension OwnService {
         // displaced by a new key instead (whose serial no old record names), as a timed
         // store always is.
         let record = DeadlineRecords.record(of: existing)
-        if deadline != nil || record != nil {
+        if deadline != nil || record != nil || ItemValue.needsFreshKey(bytes) {
             // The keyring is held meanwhile, as a new item's is (see ``storeNew``): a
             // `kc rm` of this item and the removal of the service it left empty may both
             // run between the search and the move.

@@ -82,7 +82,7 @@ internal enum Placement {
     /// The item's value, or nil if it vanished. The caller zeroes it when done.
     static func value(of item: KeySerial) throws(KeychainError) -> [UInt8]? {
         do {
-            return try unlessGone { () throws(KeyctlError) in try item.read() }
+            return try unlessGone { () throws(KeyctlError) in try item.readValue() }
         } catch {
             throw KeychainError(error)
         }
@@ -121,6 +121,8 @@ internal enum Placement {
                         displacing: Bool = false, record: DeadlineRecords.Record? = nil,
                         like: KeyDescription? = nil) throws(KeychainError) -> Bool {
         do throws(KeyctlError) {
+            // An empty value, or one NUL byte, is always a new key (``ItemValue``).
+            let displacing = displacing || ItemValue.needsFreshKey(bytes)
             if deadline == nil && !displacing && bytes.count <= Int(sysconf(Int32(_SC_PAGESIZE))) {
                 return try unlessGone { () throws(KeyctlError) in try located.item.update(payload: bytes) } != nil
             }

@@ -47,7 +47,7 @@ extension ServiceRings {
         for ring in try listedRings() {
             guard let serial = try Placement.search(ring: ring.serial, for: key) else { continue }
             do throws(KeyctlError) {
-                guard let size = try unlessGone({ () throws(KeyctlError) in try serial.payloadSize() })
+                guard let size = try unlessGone({ () throws(KeyctlError) in try serial.valueSize() })
                 else { continue }
                 let owner = (try? serial.describe().uid) ?? ring.owner
                 return KeychainItem(service: ring.service, name: key, accessibility: ring.accessibility,
@@ -78,9 +78,9 @@ extension ServiceRings {
     /// The size of a listed item; nil if it vanished. Like ``Placement/search(ring:for:)``,
     /// a key readable only by a possessor makes the user keyring possessed and is read again.
     private static func size(of item: KeySerial) -> Int? {
-        if let size = try? item.payloadSize() { return size }
+        if let size = try? item.valueSize() { return size }
         guard (try? Anchor.user.serialForWriting()) != nil else { return nil }
-        return try? item.payloadSize()
+        return try? item.valueSize()
     }
 
     /// The `user` keys linked in a ring, described. A key that expired is unlinked. Only

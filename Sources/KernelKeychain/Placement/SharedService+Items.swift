@@ -66,6 +66,8 @@ extension SharedService {
             let page = Int(sysconf(Int32(_SC_PAGESIZE)))
             if !(try located.item.describe().permissions.groupRights.contains(.write)) {
                 refusal = .hasDeadline
+            } else if ItemValue.needsFreshKey(bytes) {
+                refusal = .emptyOrNul
             } else if bytes.count > current {
                 refusal = .larger(current: current, new: bytes.count)
             } else if bytes.count > page {

@@ -62,12 +62,15 @@ public struct Sharing: Hashable, Sendable, CustomStringConvertible {
     /// `expiring`: whether the item has a deadline, if the caller knows; else a writable
     /// share looks it up in /proc/keys.
     internal static func apply(_ sharing: Sharing?, to key: KeySerial, as role: SharedKeyRole, expiring: Bool? = nil) throws(KeyctlError) {
+        // An item keeps its mark of the empty value (``ItemValue``), which is not a right.
+        var mark: KeyPermissions = []
+        if role == .item, ItemValue.isMarkedEmpty(try key.describe().permissions) { mark = ItemValue.emptyMark }
         if let sharing {
             let expires = role == .item && sharing.isGroupWritable && (expiring ?? (DeadlineRecords.deadline(of: key) != nil))
             try key.setGroup(sharing.group.gid)
-            try key.setPermissions(sharing.permissions(for: role, expiring: expires))
+            try key.setPermissions(sharing.permissions(for: role, expiring: expires).union(mark))
         } else {
-            try key.setPermissions(.ownerOnly)
+            try key.setPermissions(KeyPermissions.ownerOnly.union(mark))
             try key.setGroup(getegid())
         }
     }

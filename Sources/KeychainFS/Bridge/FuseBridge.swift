@@ -183,9 +183,17 @@ final class FuseBridge: Sendable {
     /// close(2) of one descriptor. The opener's close stores the value now, and an error
     /// reaches its close. Another process's close of an inherited copy stores nothing,
     /// nor does the opener's if a signal killed it.
-    func flush(handle: UInt64, caller: Int32) throws -> Reply {
+    ///
+    /// A shell's `>` opens the file, moves the descriptor to 1 (`dup2`) and closes the
+    /// first one before anything is written: that close must not store the empty value
+    /// `O_TRUNC` left (readers would see the item empty), so a flush of a value nothing
+    /// was written to yet stores nothing while the opener still has the file open; its
+    /// last close stores. (`touch f` and `: > f` store the empty item at their close.)
+    /// `inode` is the file's number, for that check (nil: none is made).
+    func flush(handle: UInt64, caller: Int32, inode: UInt64? = nil) throws -> Reply {
         guard let file = handles.file(handle), let pending = file.pending else { return .success }
         guard threadGroup(of: caller) == file.opener else { return .success }
+        if let inode, pending.isUntouchedEmpty, process(file.opener, hasOpenInode: inode) { return .success }
         // A writer killed mid-write closes its files on the way out: its half value is
         // dropped, and the old value stays.
         if killedBySignal(caller) {

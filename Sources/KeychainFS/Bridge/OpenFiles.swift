@@ -34,6 +34,8 @@ final class PendingWrite: Sendable {
         /// Whether room was asked at all: the first write asks whatever its size (the
         /// vault's disk may be full for any), later ones as the value grows.
         var roomAsked = false
+        /// Whether anything was written or truncated through this open after it began.
+        var touched = false
     }
 
     private let state: Locked<State>
@@ -46,6 +48,9 @@ final class PendingWrite: Sendable {
     }
 
     var isUnlinked: Bool { state.withLock { $0.unlinked } }
+
+    /// Empty, as the open left it (`O_TRUNC`, or a new file), with nothing written since.
+    var isUntouchedEmpty: Bool { state.withLock { !$0.touched && $0.bytes.isEmpty } }
 
     var node: Node { state.withLock { $0.node } }
     var size: Int { state.withLock { $0.bytes.count } }
@@ -86,6 +91,7 @@ final class PendingWrite: Sendable {
                 UnsafeMutableRawBufferPointer(rebasing: destination[offset..<newEnd]).copyMemory(from: data)
             }
             state.dirty = true
+            state.touched = true
         }
     }
 
@@ -105,6 +111,7 @@ final class PendingWrite: Sendable {
             }
             if size == 0 { state.failure = nil }
             state.dirty = true
+            state.touched = true
         }
     }
 
@@ -313,6 +320,21 @@ func killedBySignal(_ thread: Int32) -> Bool {
     let fields = text[text.index(after: close)...].split(whereSeparator: { $0 == " " || $0 == "\n" })
     guard fields.count > 49, let exitCode = Int32(fields[49]) else { return false }
     return exitCode & 0x7f != 0
+}
+
+/// Whether process `pid` has a descriptor open on inode `number` of this filesystem
+/// (its /proc/PID/fdinfo entries' `ino:`; a file of another filesystem with the same
+/// number only makes a flush wait for the last close).
+func process(_ pid: Int32, hasOpenInode number: UInt64) -> Bool {
+    guard pid > 0, let folder = opendir("/proc/\(pid)/fdinfo") else { return false }
+    defer { closedir(folder) }
+    let wanted = "ino:\t\(number)"
+    while let entry = readdir(folder) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+        guard let first = name.utf8.first, first >= UInt8(ascii: "0"), first <= UInt8(ascii: "9") else { continue }
+        if let text = readSmallFile("/proc/\(pid)/fdinfo/\(name)"), text.split(separator: "\n").contains(where: { $0 == wanted }) { return true }
+    }
+    return false
 }
 
 /// The thread group (process) of a thread id the kernel names in a request, from

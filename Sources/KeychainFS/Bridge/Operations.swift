@@ -218,8 +218,8 @@ func keychainOperations() -> fuse_lowlevel_ops {
             try bridge.write(handle: fileInfo?.pointee.fh ?? 0, data: UnsafeRawBufferPointer(start: data, count: size), offset: Int(offset))
         }
     }
-    operations.flush = { request, _, fileInfo in
-        answer(request) { bridge in try bridge.flush(handle: fileInfo?.pointee.fh ?? 0, caller: caller(request)) }
+    operations.flush = { request, number, fileInfo in
+        answer(request) { bridge in try bridge.flush(handle: fileInfo?.pointee.fh ?? 0, caller: caller(request), inode: number) }
     }
     operations.fsync = { request, _, _, fileInfo in
         answer(request) { bridge in try bridge.fsync(handle: fileInfo?.pointee.fh ?? 0) }

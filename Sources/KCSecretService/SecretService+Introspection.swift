@@ -26,7 +26,9 @@ extension SecretService {
             xml += Self.promptXML
         case .folder(let name):
             let children = name == "aliases" ? (store.index?.aliases.keys.sorted() ?? ["default"]) : store.collectionNames
-            for child in children { xml += "  <node name=\"\(child)\"/>\n" }
+            // Names are checked when made (``SecretLimits/checkAlias(_:)``); an index an
+            // older kc-secretd saved may hold others, escaped here.
+            for child in children { xml += "  <node name=\"\(Self.xmlEscaped(child))\"/>\n" }
         }
         return xml + "</node>\n"
     }
@@ -106,4 +108,22 @@ extension SecretService {
       </interface>
 
     """
+
+    /// `text` as an XML attribute value: `&`, `<`, `>`, `"` and `'` as entities, and
+    /// control characters (which XML 1.0 cannot hold) as `?`.
+    static func xmlEscaped(_ text: String) -> String {
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&apos;"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7f: escaped += "?"
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
 }

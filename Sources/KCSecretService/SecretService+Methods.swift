@@ -33,6 +33,7 @@ extension SecretService {
         case (.service, Self.serviceInterface, "GetSecrets"):
             try message.expect("aoo")
             let (paths, sessionPath) = (try message.objectPaths(), try message.objectPath())
+            try SecretLimits.checkPaths(paths.count)
             let session = try self.session(sessionPath, of: caller)
             var secrets: [(String, WireSecret)] = []
             for itemPath in paths {
@@ -280,6 +281,7 @@ extension SecretService {
     /// level, or a `when-unlocked` item of another login) waits for `kc unlock`. For
     /// those the answer is a prompt, whose `Prompt` says why and what opens them.
     private func lockOrUnlock(_ paths: [String], lock: Bool) throws(BusError) -> ([String], String) {
+        try SecretLimits.checkPaths(paths.count)
         var done: [String] = []
         var waiting: [String] = []
         var why: String? = nil

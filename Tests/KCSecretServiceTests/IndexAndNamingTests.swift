@@ -123,4 +123,12 @@ final class IndexAndNamingTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder + "/kc").sorted(),
                        ["secret-service-index", "secret-service-index.lock"], "no staged copy is left")
     }
+
+    /// Names an index holds go into the introspection XML escaped: an alias an older
+    /// kc-secretd saved unchecked cannot add nodes of its own.
+    func testNamesAreEscapedInTheIntrospectionXML() {
+        XCTAssertEqual(SecretService.xmlEscaped("x\"/><node name=\"evil"), "x&quot;/&gt;&lt;node name=&quot;evil")
+        XCTAssertEqual(SecretService.xmlEscaped("a&b'c\u{1}"), "a&amp;b&apos;c?")
+        XCTAssertEqual(SecretService.xmlEscaped("login"), "login")
+    }
 }

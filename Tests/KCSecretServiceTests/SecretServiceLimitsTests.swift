@@ -116,4 +116,30 @@ final class SecretServiceLimitsTests: VaultTestCase {
         XCTAssertEqual(out["prompt"], true, "the locked vault needs kc unlock: \(out)")
         XCTAssertLessThan(opens, 10, "the index's file was opened \(opens) times for one Unlock of 3000 paths (\(out))")
     }
+
+    /// `Unlock`, `Lock` and `GetSecrets` of more object paths than one call may name are
+    /// refused before any of them is looked at, naming the limit; at the limit they are
+    /// answered, and the daemon still serves the next call.
+    func testUnlockLockAndGetSecretsOfTooManyPathsAreRefusedBeforeAnyWork() throws {
+        let bus = try startSecretServiceBus()
+        let out = try bus.python("""
+            c = Client(timeout=120)
+            s = c.open('plain')
+            over = [ROOT + '/collection/login/x__%d' % n for n in range(10001)]
+            at = over[:10000]
+            emit(unlock=c.attempt(ROOT, SERVICE, 'Unlock', 'ao', over),
+                 lock=c.attempt(ROOT, SERVICE, 'Lock', 'ao', over),
+                 get=c.attempt(ROOT, SERVICE, 'GetSecrets', 'aoo', over, s.object_path),
+                 get_at=c.attempt(ROOT, SERVICE, 'GetSecrets', 'aoo', at, s.object_path),
+                 unlock_at=c.attempt(ROOT, SERVICE, 'Unlock', 'ao', at),
+                 after=c.get(ROOT, SERVICE, 'Collections'))
+            """)
+        for call in ["unlock", "lock", "get"] {
+            XCTAssertEqual(out[call]?["error"], "org.freedesktop.DBus.Error.LimitsExceeded", "\(call): \(out)")
+            XCTAssertTrue(out[call]?["message"]?.string?.contains("10001 object paths") ?? false, "\(call): \(out)")
+        }
+        XCTAssertNotNil(out["get_at"]?["reply"], "10,000 paths are answered: \(out)")
+        XCTAssertNotNil(out["unlock_at"]?["reply"], "\(out)")
+        XCTAssertEqual(out["after"]?.array.count, 2, "login and session: \(out)")
+    }
 }

@@ -392,7 +392,8 @@ final class FrontTests: KeyringTestCase {
         let state = { [try ServiceState(service), try ServiceState(fresh), try ServiceState(timed)] }
         let group = try XCTUnwrap(getgrgid(getgid()).map { String(cString: $0.pointee.gr_name) }, "the primary group has a name")
         let cases: [(arguments: [String], input: [UInt8])] = [
-            (["set", service, "token"], []),  // empty: the full kc's message
+            (["set", service, "token"], []),  // empty: a new key, the full kc's
+            (["set", service, "token"], [0]),  // one NUL byte: a new key too (Sources/Keyrings/ItemValue.swift)
             (["set", service, "token"], [UInt8](repeating: 0x62, count: page + 1)),  // over a page: add_key, not update
             (["set", service, "token"], [UInt8](repeating: 0x63, count: largest)),
             (["set", service, "token"], [UInt8](repeating: 0x64, count: 32768)),  // too long
@@ -412,7 +413,7 @@ final class FrontTests: KeyringTestCase {
             let (result, _) = try assertSame(arguments.map { Array($0.utf8) }, served: false, input: input, environment: withoutVault,
                                              reset: reset, state: state)
             if arguments == ["set", service, "token"] {
-                XCTAssertEqual(result.status, input.isEmpty || input.count > 32767 ? 2 : 0, "\(input.count) bytes: \(result)")
+                XCTAssertEqual(result.status, input.count > 32767 ? 2 : 0, "\(input.count) bytes: \(result)")
                 if result.status == 0 { XCTAssertEqual(try keychain.data(forKey: "token"), input, "the value the front read") }
             }
         }

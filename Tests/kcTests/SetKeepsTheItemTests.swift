@@ -220,13 +220,13 @@ final class SetKeepsTheItemTests: VaultTestCase {
         XCTAssertEqual(try vault.digest(), before, "the file is untouched")
     }
 
-    func testAnEmptyValueKeepsTheItemAsItWas() throws {
+    func testAnEmptyValueKeepsTheItemsLevelAndFile() throws {
         let vault = try makeVault()
         let service = uniqueService()
         XCTAssertEqual(try vault.set(service, "cron", "old", options: ["--access", "always"]).status, 0)
-        let refused = try vault.set(service, "cron", "")
-        XCTAssertEqual(refused.status, 2, "\(refused)")
-        XCTAssertEqual(try vault.get(service, "cron").output, "old")
+        let emptied = try vault.set(service, "cron", "")
+        XCTAssertEqual(emptied.status, 0, "\(emptied)")
+        XCTAssertEqual(try vault.get(service, "cron").output, "")
         XCTAssertEqual(try kernelItem(service, "cron").level, "always")
         XCTAssertEqual(vault.itemFiles(), ["always/\(service)/cron"])
     }

@@ -20,7 +20,7 @@ extension KC {
             loads them back. Reads stay in the kernel. Service and item names are
             visible on disk as file names; values are not.
             """,
-            subcommands: [Init.self, Status.self, Passwd.self, HostInit.self, Boot.self]
+            subcommands: [Init.self, Status.self, Passwd.self, Recipient.self, Identity.self, HostInit.self, Boot.self]
         )
     }
 }
@@ -197,6 +197,73 @@ extension KC.VaultCommand {
                 standardError("kc: the vault at \(vault.path) has a passphrase of its own (not the old login password), so it was left as it was; login does not unlock it ('kc vault passwd' sets it to the login password)")
                 throw ExitStatus.failure
             }
+        }
+    }
+
+    struct Recipient: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the vault's age recipient, to encrypt for this vault (sops, age).",
+            discussion: """
+            The public key (age1...) that the vault's files are encrypted to. Give it to
+            a fleet repository's sops rules, or to age -r; whatever is encrypted to it,
+            'kc vault identity' opens. With --host, the host key's (kc vault host-init),
+            which root's services use.
+
+              sops --encrypt --age "$(kc vault recipient)" secrets.yaml > secrets.enc.yaml
+            """
+        )
+
+        @Flag(help: "The host key's recipient instead of your vault's.")
+        var host = false
+
+        func run() throws {
+            if host {
+                guard let recipient = HostKey.ageRecipient else {
+                    standardError("kc: there is no host key in \(HostKey.folder); make one with 'sudo kc vault host-init'")
+                    throw ExitStatus.failure
+                }
+                print(recipient)
+            } else {
+                print(try Vault.atDefaultLocation().ageRecipient())
+            }
+        }
+    }
+
+    struct Identity: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the vault's age identity to a program, for sops -d (never to a terminal).",
+            discussion: """
+            The secret key (AGE-SECRET-KEY-1...) that opens what is encrypted to 'kc vault
+            recipient', while the vault is unlocked. It is for a program's pipe, never a
+            file: sops runs it itself, so the key goes from the kernel to sops and
+            nowhere else. It opens every item the vault keeps: give it only to programs
+            you would give 'kc export'. With --host (as root), the host key's.
+
+              SOPS_AGE_KEY_CMD='kc vault identity' sops --decrypt secrets.enc.yaml
+              SOPS_AGE_KEY_CMD='kc vault identity' sops --decrypt --output-type dotenv app.enc.env | kc import --format env --service app
+            """
+        )
+
+        @Flag(help: "The host key's identity instead of your vault's (root only).")
+        var host = false
+
+        func run() throws {
+            guard isatty(1) == 0 else {
+                standardError("kc: refusing to print the identity to a terminal; give it to a program: SOPS_AGE_KEY_CMD='kc vault identity' sops --decrypt FILE")
+                throw ExitStatus.failure
+            }
+            let written: Result<Void, any Error>?
+            if host {
+                written = try HostKey.withAgeIdentity { text in Result { try writeStandardOutput(text); try writeStandardOutput([0x0a]) } }
+            } else {
+                let vault = try Vault.atDefaultLocation()
+                written = try vault.withAgeIdentity { text in Result { try writeStandardOutput(text); try writeStandardOutput([0x0a]) } }
+                if written == nil {
+                    standardError("kc: the vault at \(vault.path) is locked, so its identity is not in the kernel; run 'kc unlock'")
+                    throw ExitStatus.failure
+                }
+            }
+            try written?.get()
         }
     }
 

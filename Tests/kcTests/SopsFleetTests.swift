@@ -111,4 +111,33 @@ final class SopsFleetTests: VaultTestCase {
         XCTAssertEqual(missing.status, 2, "\(missing)")
         XCTAssertTrue(missing.standardError.contains("kc vault init"), "\(missing)")
     }
+
+    /// The host key (`kc vault host-init`, root's) is a host's identity too: a file
+    /// encrypted to `kc vault recipient --host` opens with `kc vault identity --host`.
+    func testTheHostKeyOpensWhatIsEncryptedToItsRecipient() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: the host key is root's") }
+        let binary = try requireSops()
+        let host = try makeVault(create: false)
+        XCTAssertEqual(chmod(host.dataHome, 0o755), 0)
+        host.setEnvironment("KC_HOST_KEY_DIR", host.dataHome + "/host")
+        let none = try host.kc("vault", "recipient", "--host")
+        XCTAssertEqual(none.status, 2)
+        XCTAssertTrue(none.standardError.contains("sudo kc vault host-init"), "\(none)")
+        XCTAssertEqual(try host.kc("vault", "host-init").status, 0)
+        let recipient = try host.kc("vault", "recipient", "--host").output.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertTrue(recipient.hasPrefix("age1"), recipient)
+        let plain = host.dataHome + "/service.env"
+        XCTAssertTrue(FileManager.default.createFile(atPath: plain, contents: Data("TOKEN=for-root\n".utf8)))
+        let encrypted = try sops(binary, ["--encrypt", "--age", recipient, plain], vault: host)
+        XCTAssertEqual(encrypted.status, 0, "\(encrypted)")
+        let file = host.dataHome + "/service.enc.env"
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data(encrypted.standardOutput)))
+        var environment = host.environment
+        environment["SOPS_DISABLE_VERSION_CHECK"] = "1"
+        environment["SOPS_AGE_KEY_FILE"] = "/dev/null"
+        environment["SOPS_AGE_KEY_CMD"] = "\(builtKC) vault identity --host"
+        let opened = try runCommand(binary, ["--decrypt", file], environment: environment)
+        XCTAssertEqual(opened.status, 0, "\(opened)")
+        XCTAssertEqual(opened.output, "TOKEN=for-root\n")
+    }
 }

@@ -179,6 +179,25 @@ final class LockStateTests: VaultTestCase {
                                   unlockedCollections: ["login", "session"], "after kc unlock")
     }
 
+    /// An item `kc set` stored (no record in the index) that a locked level took from the
+    /// kernel is still the service's: listed locked, with kc's reason, not missing (it
+    /// used to vanish from every search until `kc unlock`).
+    func testAnItemKcSetStoredIsLockedNotMissingWhileItsLevelIsLocked() throws {
+        let vault = try makeVault()
+        let service = uniqueService()
+        let bus = try startSecretServiceBus(vault: vault)
+        for name in ["by-kc-set", "in-kernel"] {
+            let level = name == "by-kc-set" ? "after-first-unlock" : "always"
+            XCTAssertEqual(try vault.set(service, name, "value of " + name, options: ["--access", level]).status, 0)
+        }
+        XCTAssertEqual(try vault.lock(levels: ["after-first-unlock"]).status, 0)
+        try assertEveryDoorAgrees(on: bus, service: service, locked: ["by-kc-set"], unlocked: ["in-kernel"],
+                                  lockedCollections: ["login"], unlockedCollections: [], "kc set's item, its level locked")
+        XCTAssertEqual(try vault.unlock().result.status, 0)
+        try assertEveryDoorAgrees(on: bus, service: service, locked: [], unlocked: ["by-kc-set", "in-kernel"],
+                                  unlockedCollections: ["login"], "after kc unlock")
+    }
+
     /// A second login (its own session keyring, with the user keyring linked as
     /// pam_keyinit links it) over the same vault: the first login's `session` items are
     /// not in its session keyring, so they are locked there, while its own `session`

@@ -375,10 +375,10 @@ final class SecretStore {
         guard Set(attributes.keys).isSubset(of: ["service", "username"]), collection.map({ !(index.collections[$0]?.isCustom ?? true) }) ?? true else {
             return found
         }
-        for id in unindexedItems(service: attributes["service"], name: attributes["username"], indexed: index) {
+        for (id, inKernel) in unindexedItems(service: attributes["service"], name: attributes["username"], indexed: index) {
             let home = Self.login
             guard collection == nil || collection == home, Self.matches(Self.attributes(of: id), attributes) else { continue }
-            found.append(Found(id: id, collection: home, record: nil, locked: lockedByClient.contains(home)))
+            found.append(Found(id: id, collection: home, record: nil, locked: !inKernel || lockedByClient.contains(home)))
         }
         return found
     }
@@ -387,14 +387,19 @@ final class SecretStore {
         wanted.allSatisfy { attributes[$0.key] == $0.value }
     }
 
-    /// kc items with UTF-8 names that the index has no record of: of one service, or
-    /// one item (a lookup by both names costs one search, not a listing).
-    private func unindexedItems(service: String?, name: String?, indexed index: SecretIndex) -> [ItemID] {
+    /// kc items with UTF-8 names that the index has no record of, and whether the
+    /// kernel holds each: of one service, or one item (a lookup by both names costs one
+    /// search, not a listing). An item a locked vault keeps is one too, not in the
+    /// kernel (so locked, as `kc unlock` would open it), as every door counts what a
+    /// service holds. (Of a service the kernel holds no keyring of, the vault's items
+    /// are not listed: services are listed from the kernel.)
+    private func unindexedItems(service: String?, name: String?, indexed index: SecretIndex) -> [(ItemID, inKernel: Bool)] {
         if let service, let name {
             let id = ItemID(service: KeyName(service), name: KeyName(name))
-            guard index.items[id] == nil, let keychain = try? Keychain(service: id.service),
-                  (try? keychain.size(ofItem: id.name)) != nil else { return [] }
-            return [id]
+            guard index.items[id] == nil, let keychain = try? Keychain(service: id.service) else { return [] }
+            if (try? keychain.size(ofItem: id.name)) != nil { return [(id, true)] }
+            guard (try? keychain.allKeyNamesIncludingVault())?.contains(id.name) == true else { return [] }
+            return [(id, false)]
         }
         let services: [KeyName]
         if let service {
@@ -402,14 +407,16 @@ final class SecretStore {
         } else {
             services = (try? Keychain.services()) ?? []
         }
-        var result: [ItemID] = []
-        for service in services where service.text != nil {
+        var result: [(ItemID, inKernel: Bool)] = []
+        for listed in services where listed.text != nil {
             // Names only: no level is needed (every such item is in `login`), and a full
             // listing would read /proc/keys for deadlines once per service.
-            guard let keychain = try? Keychain(service: service), let names = try? keychain.itemNames() else { continue }
-            for name in names where name.text != nil {
-                let id = ItemID(service: service, name: name)
-                if index.items[id] == nil { result.append(id) }
+            guard let keychain = try? Keychain(service: listed), let names = try? keychain.itemNames() else { continue }
+            let inKernel = Set(names)
+            let kept = (try? keychain.allKeyNamesIncludingVault()) ?? names
+            for name in kept where name.text != nil {
+                let id = ItemID(service: listed, name: name)
+                if index.items[id] == nil { result.append((id, inKernel.contains(name))) }
             }
         }
         return result
@@ -460,11 +467,15 @@ final class SecretStore {
             guard home == collection else { return nil }
             return Found(id: id, collection: home, record: record, locked: lockedByClient.contains(home))
         }
-        guard id.service.text != nil, id.name.text != nil, let keychain = try? Keychain(service: id.service),
-              (try? keychain.size(ofItem: id.name)) != nil else { return nil }
+        guard id.service.text != nil, id.name.text != nil, let keychain = try? Keychain(service: id.service) else { return nil }
         let home = Self.login
         guard home == collection else { return nil }
-        return Found(id: id, collection: home, record: nil, locked: lockedByClient.contains(home))
+        if (try? keychain.size(ofItem: id.name)) != nil {
+            return Found(id: id, collection: home, record: nil, locked: lockedByClient.contains(home))
+        }
+        // Kept by a locked vault: there, and locked until `kc unlock`.
+        guard (try? keychain.allKeyNamesIncludingVault())?.contains(id.name) == true else { return nil }
+        return Found(id: id, collection: home, record: nil, locked: true)
     }
 
     /// The item's value and content type.

@@ -13,24 +13,27 @@ extension Keychain {
     public func size(ofItem key: some KeyNameConvertible) throws(KeychainError) -> Int? {
         let key = key.keyName
         try validateName(key, as: .item)
-        let found: LocatedItem?
-        do {
-            // A read: a recent owner check of the service keyring stands, as for
-            // ``withBytes(forKey:_:)`` (the mount asks this at every lookup and stat).
-            found = try locate(key, in: resolve(forWriting: false), reloading: true, forReading: true)
-        } catch {
-            guard case .vaultLocked = error else { throw error }
-            found = nil
+        // A key replaced between the search and the size is looked up again, as a read does.
+        for _ in 1...3 {
+            let found: LocatedItem?
+            do {
+                // A read: a recent owner check of the service keyring stands, as for
+                // ``withBytes(forKey:_:)`` (the mount asks this at every lookup and stat).
+                found = try locate(key, in: resolve(forWriting: false), reloading: true, forReading: true)
+            } catch {
+                guard case .vaultLocked = error else { throw error }
+                found = nil
+            }
+            guard let located = found else { return nil }
+            do {
+                if let size = try unlessGone({ () throws(KeyctlError) in try located.item.valueSize() }) { return size }
+                RecentOwnerChecks.shared.forget(located.ring)
+            } catch {
+                RecentOwnerChecks.shared.forget(located.ring)
+                throw KeychainError(error)
+            }
         }
-        guard let located = found else { return nil }
-        do {
-            let size = try unlessGone { () throws(KeyctlError) in try located.item.valueSize() }
-            if size == nil { RecentOwnerChecks.shared.forget(located.ring) }
-            return size
-        } catch {
-            RecentOwnerChecks.shared.forget(located.ring)
-            throw KeychainError(error)
-        }
+        return nil
     }
 
     /// What the kernel knows of one item (level, serial, size, deadline), or nil.

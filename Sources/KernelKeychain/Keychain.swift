@@ -183,19 +183,25 @@ public struct Keychain: Sendable, Hashable {
     /// The kernel calls are `keyctl_search` (service keyring, then item) and
     /// `keyctl_read`; the caller needs search and read permission, which items made by
     /// kc grant to their owner's uid.
+    ///
+    /// A key that went between the search and the read was removed, expired, or replaced
+    /// by a new key (a write of a deadline, of the empty value or of one NUL byte makes
+    /// one): the item is looked up again, so a replaced item is read, never "no item".
     public func withBytes<R>(forKey key: some KeyNameConvertible, _ body: (UnsafeRawBufferPointer) -> R) throws(KeychainError) -> R? {
         let key = key.keyName
         try validateName(key, as: .item)
-        guard let located = try locate(key, in: resolve(forWriting: false), reloading: true, forReading: true) else { return nil }
-        do {
-            // A buffer malloc keeps at hand (its per-thread cache serves up to 1032
-            // bytes): most secrets fit; a longer one costs a second read.
-            return try located.item.withValue(sizeHint: 1024, body)
-        } catch {
-            RecentOwnerChecks.shared.forget(located.ring)
-            if error.meansKeyIsGone { return nil }  // removed or expired since the search
-            throw KeychainError(error)
+        for _ in 1...3 {
+            guard let located = try locate(key, in: resolve(forWriting: false), reloading: true, forReading: true) else { return nil }
+            do {
+                // A buffer malloc keeps at hand (its per-thread cache serves up to 1032
+                // bytes): most secrets fit; a longer one costs a second read.
+                return try located.item.withValue(sizeHint: 1024, body)
+            } catch {
+                RecentOwnerChecks.shared.forget(located.ring)
+                if !error.meansKeyIsGone { throw KeychainError(error) }
+            }
         }
+        return nil  // removed or expired since each search
     }
 
     /// The item's bytes, or nil. The caller owns the copy; zero it when done.

@@ -113,6 +113,33 @@ final class EmptyValueTests: VaultTestCase {
         _ = try keychain.removeAll()
     }
 
+    /// An opener that empties a file and closes it while a child it started still holds
+    /// the descriptor: the empty value is stored at the opener's close (a later value
+    /// stored meanwhile is not overwritten by the child's last close), also when the
+    /// opener has `/dev/null` open, whose inode number an item's may share.
+    func testAnEmptyingCloseStoresAtTheOpenersCloseWhateverElseItHasOpen() throws {
+        try MountFixture.requireFUSE()
+        let mount = try MountFixture()
+        defer { mount.unmount() }
+        let service = uniqueService()
+        let keychain = try Keychain(service: service)
+        for name in ["k", "l", "m", "n"] { try keychain.set("old", forKey: name) }
+        for name in ["k", "l", "m", "n"] {
+            let file = mount.file(service, name)
+            let script = """
+                exec 3> '\(file)'; (sleep 1.5; exit 0) & exec 3>&-
+                printf 'after=%s\\n' "$(cat '\(file)')"
+                printf new | '\(builtKC)' set '\(service)' '\(name)'; wait
+                """
+            let result = try runCommand("/bin/bash", ["-c", script], input: [], environment: ["PATH": "/usr/bin:/bin"])
+            XCTAssertEqual(result.output, "after=\n", "\(name): emptied at the opener's close: \(result)")
+            XCTAssertEqual(try keychain.string(forKey: name), "new", "\(name): the child's last close stores nothing over it")
+            let withDevNull = try runShell("exec 3> '\(file)' < /dev/null; exec 3>&-; cat '\(file)' | wc -c")
+            XCTAssertEqual(withDevNull.output.trimmingCharacters(in: .whitespacesAndNewlines), "0", "\(name): \(withDevNull)")
+        }
+        _ = try keychain.removeAll()
+    }
+
     /// With a vault, an empty item is saved and comes back after a reboot and unlock, and
     /// `kc export` and `kc import` carry it.
     func testAnEmptyItemSurvivesARebootWithAVaultAndAnExport() throws {

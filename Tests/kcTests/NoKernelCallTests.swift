@@ -13,7 +13,6 @@ final class NoKernelCallTests: KeyringTestCase {
             (["set", "", "k"], [1]),
             (["set", "--timeout", "0", service, "k"], [1]),
             (["set", "--access", "never", service, "k"], [1]),
-            (["set", service, "k"], []),
             (["set", service, "k"], [UInt8](repeating: 1, count: 40000)),
             (["get", service, String(repeating: "x", count: 256)], []),
             (["rm", service, "a\u{1}/"], []),

@@ -16,6 +16,10 @@ final class FuseBridge: Sendable {
     let handles = OpenHandles()
     /// When the mount started: keys have no timestamps, so every node shows this time.
     let mountedAt: timespec
+    /// The mount's ids in this mount namespace (/proc/self/mountinfo: the mount and its
+    /// bind mounts), which a process's /proc/PID/fdinfo names for a file of this
+    /// filesystem; set once mounted (``OwnMounts``).
+    let mountIDs = Locked<Set<Int>>([])
 
     init(filesystem: KeychainFilesystem) {
         self.filesystem = filesystem
@@ -193,7 +197,10 @@ final class FuseBridge: Sendable {
     func flush(handle: UInt64, caller: Int32, inode: UInt64? = nil) throws -> Reply {
         guard let file = handles.file(handle), let pending = file.pending else { return .success }
         guard threadGroup(of: caller) == file.opener else { return .success }
-        if let inode, pending.isUntouchedEmpty, process(file.opener, hasOpenInode: inode) { return .success }
+        if let inode, pending.isUntouchedEmpty,
+           OwnMounts.process(file.opener, mayHoldInode: inode, onMounts: mountIDs.withLock { $0 }) {
+            return .success
+        }
         // A writer killed mid-write closes its files on the way out: its half value is
         // dropped, and the old value stays.
         if killedBySignal(caller) {

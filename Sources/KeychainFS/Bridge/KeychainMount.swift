@@ -48,11 +48,15 @@ public enum KeychainMount {
         defer { fuse_session_destroy(session) }
         guard fuse_set_signal_handlers(session) == 0 else { throw MountError(description: "cannot install signal handlers") }
         defer { fuse_remove_signal_handlers(session) }
+        // Resolved before the mount: afterwards resolving it would ask this filesystem.
+        let resolved = realpath(mountpoint, nil).map { path in defer { free(path) }; return String(cString: path) } ?? mountpoint
         guard fuse_session_mount(session, mountpoint) == 0 else {
             throw MountError(description: "cannot mount at \(mountpoint)" + (allowOther && getuid() != 0
                 ? "; --allow-other needs 'user_allow_other' in /etc/fuse.conf" : "; is /dev/fuse usable ('kc doctor')?"))
         }
         defer { fuse_session_unmount(session) }
+        let ids = OwnMounts.ids(at: resolved)
+        bridge.mountIDs.withLock { $0 = ids }
         onMounted()
         _ = CFuse3_session_loop_mt(session, 10)
     }

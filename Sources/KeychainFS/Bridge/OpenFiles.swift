@@ -49,8 +49,9 @@ final class PendingWrite: Sendable {
 
     var isUnlinked: Bool { state.withLock { $0.unlinked } }
 
-    /// Empty, as the open left it (`O_TRUNC`, or a new file), with nothing written since.
-    var isUntouchedEmpty: Bool { state.withLock { !$0.touched && $0.bytes.isEmpty } }
+    /// Empty, as the open left it (`O_TRUNC`, or a new file), with nothing written since
+    /// (and no write refused: a failure is reported at every close).
+    var isUntouchedEmpty: Bool { state.withLock { !$0.touched && $0.bytes.isEmpty && $0.failure == nil } }
 
     var node: Node { state.withLock { $0.node } }
     var size: Int { state.withLock { $0.bytes.count } }
@@ -322,21 +323,6 @@ func killedBySignal(_ thread: Int32) -> Bool {
     return exitCode & 0x7f != 0
 }
 
-/// Whether process `pid` has a descriptor open on inode `number` of this filesystem
-/// (its /proc/PID/fdinfo entries' `ino:`; a file of another filesystem with the same
-/// number only makes a flush wait for the last close).
-func process(_ pid: Int32, hasOpenInode number: UInt64) -> Bool {
-    guard pid > 0, let folder = opendir("/proc/\(pid)/fdinfo") else { return false }
-    defer { closedir(folder) }
-    let wanted = "ino:\t\(number)"
-    while let entry = readdir(folder) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-        guard let first = name.utf8.first, first >= UInt8(ascii: "0"), first <= UInt8(ascii: "9") else { continue }
-        if let text = readSmallFile("/proc/\(pid)/fdinfo/\(name)"), text.split(separator: "\n").contains(where: { $0 == wanted }) { return true }
-    }
-    return false
-}
-
 /// The thread group (process) of a thread id the kernel names in a request, from
 /// /proc/<tid>/status; the id itself if that cannot be read (the process is gone).
 func threadGroup(of thread: Int32) -> Int32 {
@@ -348,7 +334,7 @@ func threadGroup(of thread: Int32) -> Int32 {
 }
 
 /// The first 1 KiB of a /proc file, or nil.
-private func readSmallFile(_ path: String) -> String? {
+func readSmallFile(_ path: String) -> String? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }
     defer { close(fd) }

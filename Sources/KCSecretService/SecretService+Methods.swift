@@ -87,7 +87,7 @@ extension SecretService {
                 collection = try store.createCollection(label: label)
                 if !alias.isEmpty { try store.setAlias(alias, to: collection) }
                 emit(SecretPath.service, Self.serviceInterface, "CollectionCreated") { $0.objectPath(SecretPath.collection(collection)) }
-                emitPropertiesChanged(SecretPath.service, Self.serviceInterface, invalidated: ["Collections"])
+                emitPropertiesChanged(SecretPath.service, Self.serviceInterface, changed: ["Collections"])
             }
             try reply(call) { $0.objectPath(SecretPath.collection(collection)); $0.objectPath(SecretPath.none) }
 
@@ -120,14 +120,14 @@ extension SecretService {
             let created = itemPath(item)
             try reply(call) { $0.objectPath(created); $0.objectPath(SecretPath.none) }
             emit(SecretPath.collection(collection), Self.collectionInterface, isNew ? "ItemCreated" : "ItemChanged") { $0.objectPath(created) }
-            if isNew { emitPropertiesChanged(SecretPath.collection(collection), Self.collectionInterface, invalidated: ["Items"]) }
+            if isNew { emitPropertiesChanged(SecretPath.collection(collection), Self.collectionInterface, changed: ["Items"]) }
         case (.collection(let collection), Self.collectionInterface, "Delete"):
             try message.expect("")
             let deleted = try store.deleteCollection(collection)
             try reply(call) { $0.objectPath(SecretPath.none) }
             for item in deleted { emit(SecretPath.collection(collection), Self.collectionInterface, "ItemDeleted") { $0.objectPath(itemPath(item)) } }
             emit(SecretPath.service, Self.serviceInterface, "CollectionDeleted") { $0.objectPath(SecretPath.collection(collection)) }
-            emitPropertiesChanged(SecretPath.service, Self.serviceInterface, invalidated: ["Collections"])
+            emitPropertiesChanged(SecretPath.service, Self.serviceInterface, changed: ["Collections"])
 
         // org.freedesktop.Secret.Item
         case (.item(let item), Self.itemInterface, "GetSecret"):
@@ -149,7 +149,7 @@ extension SecretService {
             try store.delete(item)
             try reply(call) { $0.objectPath(SecretPath.none) }
             emit(SecretPath.collection(item.collection), Self.collectionInterface, "ItemDeleted") { $0.objectPath(itemPath(item)) }
-            emitPropertiesChanged(SecretPath.collection(item.collection), Self.collectionInterface, invalidated: ["Items"])
+            emitPropertiesChanged(SecretPath.collection(item.collection), Self.collectionInterface, changed: ["Items"])
 
         // org.freedesktop.Secret.Session and .Prompt
         case (.session(let session), Self.sessionInterface, "Close"):

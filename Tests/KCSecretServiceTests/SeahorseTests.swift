@@ -4,7 +4,8 @@ import XCTest
 
 /// seahorse (Debian 12's 43, "Passwords and Keys"), the desktop's keyring window, under
 /// Xvfb against kc-secretd: it must list kc's items in its Login keyring, both one a
-/// libsecret client stored over D-Bus and one `kc set` stored, and stay up. The check
+/// libsecret client stored over D-Bus and one `kc set` stored, follow items other
+/// clients store and delete while it is open, and stay up. The check
 /// reads the window through the accessibility tree (AT-SPI, as a screen reader does):
 /// the test selects Login in the sidebar and reads the rows' labels. It also saves a
 /// screenshot (`upstream-clients/seahorse.png` in the build folder). `Tools/test.sh
@@ -50,7 +51,7 @@ final class SeahorseTests: KeyringTestCase {
             done
             \(Self.seahorse) 2>>'\(folder)/log' &
             seahorse=$!
-            /usr/bin/python3 '\(folder)/driver.py' '\(screenshot)'
+            /usr/bin/python3 '\(folder)/driver.py' '\(screenshot)' '\(service)'
             if kill -0 $seahorse 2>/dev/null; then echo 'seahorse: running'; else echo 'seahorse: gone'; fi
             kill $seahorse $launcher
             wait $seahorse $launcher
@@ -71,13 +72,22 @@ final class SeahorseTests: KeyringTestCase {
         let rows = out["rows"]?.strings ?? []
         XCTAssertTrue(rows.contains("Password or Secret\nStored by secret-tool\nalice"), "the item stored over D-Bus, by its label: \(rows)")
         XCTAssertTrue(rows.contains("Password or Secret\n\(service): bob\nbob"), "the item kc set stored: \(rows)")
+        // While it was open secret-tool stored one item and cleared another: seahorse
+        // follows kc-secretd's signals (it crashed on the second change while kc-secretd's
+        // PropertiesChanged carried no values).
+        let later = out["rows_later"]?.strings ?? []
+        XCTAssertTrue(later.contains("Password or Secret\nStored while seahorse was open\ncarol"), "a new item appears: \(later)")
+        XCTAssertFalse(later.contains("Password or Secret\nStored by secret-tool\nalice"), "a deleted item goes: \(later)")
+        XCTAssertTrue(later.contains("Password or Secret\n\(service): bob\nbob"), "the others stay: \(later)")
         XCTAssertEqual(out["screenshot"], .string(screenshot))
         XCTAssertEqual(bus.owner(), daemon, "the same kc-secretd answered throughout")
     }
 
-    /// Waits for seahorse on the accessibility bus, selects Login in its sidebar, and
-    /// prints one JSON line: the sidebar's labels, the item rows' labels, and where the
-    /// screenshot (the X screen, from xwd, as PNG) was saved.
+    /// Waits for seahorse on the accessibility bus, selects Login in its sidebar, reads the
+    /// item rows, has secret-tool store one item and clear another of the service (argv[2]),
+    /// reads the rows again, and prints one JSON line: the sidebar's labels, the rows'
+    /// labels before and after, and where the screenshot (the X screen, from xwd, as PNG)
+    /// was saved.
     static let driver = #"""
         import json, struct, subprocess, sys, time, zlib
         import pyatspi
@@ -150,10 +160,21 @@ final class SeahorseTests: KeyringTestCase {
                     selected = bool(sidebar.querySelection().selectChild(index))
                     break
         time.sleep(2)
-        rows = [row for box in [n for n in nodes(app) if n.getRoleName() == 'list box'] if box != sidebar for row in rows_of(box)]
+
+
+        def item_rows():
+            return [row for box in [n for n in nodes(app) if n.getRoleName() == 'list box'] if box != sidebar for row in rows_of(box)]
+
+
+        rows = item_rows()
+        subprocess.run(['secret-tool', 'store', '--label', 'Stored while seahorse was open', 'service', sys.argv[2], 'username', 'carol'],
+                       input=b'x', check=True)
+        subprocess.run(['secret-tool', 'clear', 'service', sys.argv[2], 'username', 'alice'], check=True)
+        time.sleep(3)
+        rows_later = item_rows()
         with open(sys.argv[1], 'wb') as screenshot:
             screenshot.write(png_of_xwd(subprocess.run(['/usr/bin/xwd', '-root', '-silent'], capture_output=True, check=True).stdout))
         print(json.dumps({'selected': selected, 'sidebar': rows_of(sidebar) if sidebar is not None else [], 'rows': rows,
-                          'screenshot': sys.argv[1]}))
+                          'rows_later': rows_later, 'screenshot': sys.argv[1]}))
         """#
 }

@@ -21,7 +21,8 @@ final class LibsecretChangeTrackingTests: KeyringTestCase {
     }
 
     /// Runs `steps` (python, with `run(...)` for another client and `seen()` recording
-    /// what the watching libsecret client sees) and returns the recorded views.
+    /// what the watching libsecret client sees) and returns the recorded `views` (and
+    /// what `steps` put in `extra`).
     private func watch(_ steps: String, service: String, on bus: SessionBus, file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {
         try bus.python(#"""
             import subprocess
@@ -45,6 +46,7 @@ final class LibsecretChangeTrackingTests: KeyringTestCase {
             service = Secret.Service.get_sync(Secret.ServiceFlags.OPEN_SESSION | Secret.ServiceFlags.LOAD_COLLECTIONS, None)
             login = next(c for c in service.get_collections() if c.get_object_path().endswith('/login'))
             views = []
+            extra = {}
 
             def seen():
                 items = sorted(i.get_label() or '(none)' for i in login.get_items()
@@ -53,7 +55,7 @@ final class LibsecretChangeTrackingTests: KeyringTestCase {
                 views.append({'items': items, 'collections': collections})
 
             seen()
-            """# + "\n" + steps + "\nemit(views=views)\n", arguments: [service], file: file, line: line)
+            """# + "\n" + steps + "\nemit(views=views, **extra)\n", arguments: [service], file: file, line: line)
     }
 
     func testItemsCreatedRelabelledAndDeletedByOtherClientsShowInALibsecretClient() throws {
@@ -83,6 +85,23 @@ final class LibsecretChangeTrackingTests: KeyringTestCase {
             ["item 0", "item 1 renamed", "item 2"], ["item 1 renamed", "item 2"],
         ], "\(out)", file: file, line: line)
         _ = try bus.secretTool("clear", "service", service)
+    }
+
+    /// `Lock` and `Unlock` by another client: the collection's and its items' `Locked`
+    /// follow (seahorse shows them), as gnome-keyring announces them.
+    func testALockAndUnlockByAnotherClientShowInALibsecretClient() throws {
+        let bus = try startSecretServiceBus()
+        let service = uniqueService()
+        XCTAssertEqual(try bus.secretTool("store", "--label", "locked with login", "service", service, "username", "u", input: "x").status, 0)
+        let out = try watch("""
+            item = next(i for i in login.get_items() if (i.get_attributes() or {}).get('service') == SERVICE)
+            states = [(login.get_locked(), item.get_locked())]
+            for method in ['lock', 'unlock']:
+                secretstorage("secretstorage.get_default_collection(c).%s()" % method)
+                states.append((login.get_locked(), item.get_locked()))
+            extra['states'] = states
+            """, service: service, on: bus)
+        XCTAssertEqual(out["states"], [[false, false], [true, true], [false, false]], "(collection, item) Locked: \(out)")
     }
 
     func testCollectionsCreatedAndDeletedByOtherClientsShowInALibsecretClient() throws {

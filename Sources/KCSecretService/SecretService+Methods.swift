@@ -55,10 +55,12 @@ extension SecretService {
             try message.expect("ao")
             let (done, prompt) = try lockOrUnlock(try message.objectPaths(), lock: false)
             try reply(call) { $0.objectPaths(done); $0.objectPath(prompt) }
+            announceLockChange(of: done)
         case (.service, Self.serviceInterface, "Lock"):
             try message.expect("ao")
             let (done, prompt) = try lockOrUnlock(try message.objectPaths(), lock: true)
             try reply(call) { $0.objectPaths(done); $0.objectPath(prompt) }
+            announceLockChange(of: done)
         case (.service, Self.serviceInterface, "ReadAlias"):
             try message.expect("s")
             let target = store.alias(try message.string())

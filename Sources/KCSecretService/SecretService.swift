@@ -222,5 +222,30 @@ final class SecretService {
         }
     }
 
+    /// After a `Lock` or `Unlock` of `paths` (collections or items, by alias too): each
+    /// collection's and its items' `Locked`, and `CollectionChanged`, as gnome-keyring
+    /// announces them, so that a libsecret client (seahorse) does not show a stale lock.
+    func announceLockChange(of paths: [String]) {
+        var collections: [String] = []
+        for path in paths {
+            guard let target = SecretPath.parse(path) else { continue }
+            switch target {
+            case .collection(let name, let alias), .item(let name, let alias, _):
+                if let resolved = try? collectionName(name, alias: alias, path: path), !collections.contains(resolved) {
+                    collections.append(resolved)
+                }
+            default:
+                continue
+            }
+        }
+        for collection in collections {
+            for item in (try? store.items(in: collection, matching: [:])) ?? [] {
+                emitPropertiesChanged(itemPath(item), Self.itemInterface, changed: ["Locked"])
+            }
+            emitPropertiesChanged(SecretPath.collection(collection), Self.collectionInterface, changed: ["Locked"])
+            emit(SecretPath.service, Self.serviceInterface, "CollectionChanged") { $0.objectPath(SecretPath.collection(collection)) }
+        }
+    }
+
     func itemPath(_ item: SecretStore.Found) -> String { SecretPath.item(item.id, in: item.collection) }
 }

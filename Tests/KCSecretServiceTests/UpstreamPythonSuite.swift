@@ -54,7 +54,11 @@ struct UpstreamPythonSuite {
         let ready = venv + "/kc-ready"
         if FileManager.default.fileExists(atPath: ready) { return python }
         try? FileManager.default.removeItem(atPath: venv)
-        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        do {
+            try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        } catch {
+            throw XCTSkip("cannot make \(home) for the venv (the build folder is another user's?): \(error.localizedDescription)")
+        }
         let made = try runCommand(SecretServiceClients.python, ["-m", "venv", "--system-site-packages", venv])
         guard made.status == 0 else {
             throw XCTSkip("python3 -m venv failed (Debian: python3-venv): \(made.standardError.split(separator: "\n").last ?? "")")

@@ -22,19 +22,44 @@
 #                            htpasswd), borgbackup and restic, rclone and direnv
 #                            (password commands), python3-dotenv (python3-keyring
 #                            is in the base list); libsecret-1-dev (to build git's
-#                            git-credential-libsecret), python3-secretstorage, and
-#                            gnome-keyring (the Secret Service reference the tests compare with)
+#                            git-credential-libsecret), python3-secretstorage,
+#                            gnome-keyring (the Secret Service reference the tests compare with),
+#                            python3-venv (the venv python SecretStorage's and keyring's own
+#                            test suites run in), python3-gi and gir1.2-secret-1 (keyring's
+#                            libsecret backend, in its suite)
+#   install-deps.sh --heavy-clients  the Secret Service clients Tools/test.sh --long runs
+#                            (issue 37): chromium, librust-secret-service-dev with cargo and
+#                            rustc, seahorse with xvfb, xauth, x11-apps (xwd) and
+#                            python3-pyatspi. One by one: a package this system cannot
+#                            install is named and left out, and its tests skip.
 set -euo pipefail
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+if [ "${1:-}" = "--heavy-clients" ]; then
+    heavy=(chromium librust-secret-service-dev cargo rustc seahorse xvfb xauth x11-apps python3-pyatspi at-spi2-core)
+    missing=()
+    for package in "${heavy[@]}"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+    done
+    [ ${#missing[@]} -gt 0 ] || { echo "kc: already installed: the ${#heavy[@]} packages of the heavy clients" >&2; exit 0; }
+    $sudo apt-get update -qq || echo "kc: apt-get update failed; trying the package lists there are" >&2
+    for package in "${missing[@]}"; do
+        if DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$package" >/dev/null; then
+            echo "kc: installed $package" >&2
+        else
+            echo "kc: cannot install $package here: the tests that need it skip" >&2
+        fi
+    done
+    exit 0
+fi
 packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db libpam0g-dev
           libsystemd-dev libgcrypt20-dev dbus-daemon dbus-user-session libsecret-tools
           python3-pip python3-setuptools python3-keyring)
 if [ "${1:-}" = "--tests" ]; then
     packages+=(strace python3 gdb podman runc busybox-static age pamtester openssh-server sshpass libnss-extrausers expect hyperfine
                git docker-registry apache2-utils borgbackup restic rclone direnv python3-dotenv
-               libsecret-1-dev gcc pkg-config python3-secretstorage gnome-keyring)
+               libsecret-1-dev gcc pkg-config python3-secretstorage gnome-keyring python3-venv python3-gi gir1.2-secret-1)
 fi
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -56,10 +56,12 @@ extension SecretService {
             try message.expect("ao")
             let (done, prompt) = try lockOrUnlock(try message.objectPaths(), lock: false)
             try reply(call) { $0.objectPaths(done); $0.objectPath(prompt) }
+            announceLockChange(of: done)
         case (.service, Self.serviceInterface, "Lock"):
             try message.expect("ao")
             let (done, prompt) = try lockOrUnlock(try message.objectPaths(), lock: true)
             try reply(call) { $0.objectPaths(done); $0.objectPath(prompt) }
+            announceLockChange(of: done)
         case (.service, Self.serviceInterface, "ReadAlias"):
             try message.expect("s")
             let target = store.alias(try message.string())
@@ -88,7 +90,7 @@ extension SecretService {
                 collection = try store.createCollection(label: label)
                 if !alias.isEmpty { try store.setAlias(alias, to: collection) }
                 emit(SecretPath.service, Self.serviceInterface, "CollectionCreated") { $0.objectPath(SecretPath.collection(collection)) }
-                emitPropertiesChanged(SecretPath.service, Self.serviceInterface, invalidated: ["Collections"])
+                emitPropertiesChanged(SecretPath.service, Self.serviceInterface, changed: ["Collections"])
             }
             try reply(call) { $0.objectPath(SecretPath.collection(collection)); $0.objectPath(SecretPath.none) }
 
@@ -121,14 +123,14 @@ extension SecretService {
             let created = itemPath(item)
             try reply(call) { $0.objectPath(created); $0.objectPath(SecretPath.none) }
             emit(SecretPath.collection(collection), Self.collectionInterface, isNew ? "ItemCreated" : "ItemChanged") { $0.objectPath(created) }
-            if isNew { emitPropertiesChanged(SecretPath.collection(collection), Self.collectionInterface, invalidated: ["Items"]) }
+            if isNew { emitPropertiesChanged(SecretPath.collection(collection), Self.collectionInterface, changed: ["Items"]) }
         case (.collection(let collection), Self.collectionInterface, "Delete"):
             try message.expect("")
             let deleted = try store.deleteCollection(collection)
             try reply(call) { $0.objectPath(SecretPath.none) }
             for item in deleted { emit(SecretPath.collection(collection), Self.collectionInterface, "ItemDeleted") { $0.objectPath(itemPath(item)) } }
             emit(SecretPath.service, Self.serviceInterface, "CollectionDeleted") { $0.objectPath(SecretPath.collection(collection)) }
-            emitPropertiesChanged(SecretPath.service, Self.serviceInterface, invalidated: ["Collections"])
+            emitPropertiesChanged(SecretPath.service, Self.serviceInterface, changed: ["Collections"])
 
         // org.freedesktop.Secret.Item
         case (.item(let item), Self.itemInterface, "GetSecret"):
@@ -150,7 +152,7 @@ extension SecretService {
             try store.delete(item)
             try reply(call) { $0.objectPath(SecretPath.none) }
             emit(SecretPath.collection(item.collection), Self.collectionInterface, "ItemDeleted") { $0.objectPath(itemPath(item)) }
-            emitPropertiesChanged(SecretPath.collection(item.collection), Self.collectionInterface, invalidated: ["Items"])
+            emitPropertiesChanged(SecretPath.collection(item.collection), Self.collectionInterface, changed: ["Items"])
 
         // org.freedesktop.Secret.Session and .Prompt
         case (.session(let session), Self.sessionInterface, "Close"):

@@ -46,7 +46,7 @@ extension SecretService {
         switch (object, interface, property, value) {
         case (.collection(let name), Self.collectionInterface, "Label", .string(let label)):
             try store.setCollectionLabel(name, label)
-            emitPropertiesChanged(SecretPath.collection(name), Self.collectionInterface, invalidated: ["Label"])
+            emitPropertiesChanged(SecretPath.collection(name), Self.collectionInterface, changed: ["Label"])
             emit(SecretPath.service, Self.serviceInterface, "CollectionChanged") { $0.objectPath(SecretPath.collection(name)) }
         case (.item(let item), Self.itemInterface, "Label", .string(let label)):
             _ = try store.update(item, label: label)
@@ -64,7 +64,7 @@ extension SecretService {
 
     private func itemChanged(_ item: SecretStore.Found, _ property: String) {
         let path = itemPath(item)
-        emitPropertiesChanged(path, Self.itemInterface, invalidated: [property])
+        emitPropertiesChanged(path, Self.itemInterface, changed: [property])
         emit(SecretPath.collection(item.collection), Self.collectionInterface, "ItemChanged") { $0.objectPath(path) }
     }
 }

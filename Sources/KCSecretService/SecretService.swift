@@ -201,13 +201,49 @@ final class SecretService {
         _ = sd_bus_send(bus, signal, nil)
     }
 
-    func emitPropertiesChanged(_ path: String, _ interface: String, invalidated: [String]) {
+    /// `PropertiesChanged` for the properties `names` of the object at `path`, with their
+    /// new values, as gnome-keyring sends it. libsecret takes a value from the signal
+    /// only: a property merely invalidated leaves its cache without it, and its next
+    /// `ItemCreated` or `CollectionCreated` then reads no list and crashes the client
+    /// (seahorse). A value that cannot be read now (the object is gone) is invalidated.
+    func emitPropertiesChanged(_ path: String, _ interface: String, changed names: [String]) {
+        var values: [(String, PropertyValue)] = []
+        if let target = SecretPath.parse(path), let object = try? resolve(target, path: path),
+           let current = try? properties(of: object, interface: interface) {
+            values = current.filter { names.contains($0.0) }
+        }
+        let invalidated = names.filter { name in !values.contains { $0.0 == name } }
         emit(path, Self.propertiesInterface, "PropertiesChanged") { writer in
             writer.string(interface)
-            writer.properties([])
+            writer.properties(values)
             writer.open("a", "s")
             for name in invalidated { writer.string(name) }
             writer.close()
+        }
+    }
+
+    /// After a `Lock` or `Unlock` of `paths` (collections or items, by alias too): each
+    /// collection's and its items' `Locked`, and `CollectionChanged`, as gnome-keyring
+    /// announces them, so that a libsecret client (seahorse) does not show a stale lock.
+    func announceLockChange(of paths: [String]) {
+        var collections: [String] = []
+        for path in paths {
+            guard let target = SecretPath.parse(path) else { continue }
+            switch target {
+            case .collection(let name, let alias), .item(let name, let alias, _):
+                if let resolved = try? collectionName(name, alias: alias, path: path), !collections.contains(resolved) {
+                    collections.append(resolved)
+                }
+            default:
+                continue
+            }
+        }
+        for collection in collections {
+            for item in (try? store.items(in: collection, matching: [:])) ?? [] {
+                emitPropertiesChanged(itemPath(item), Self.itemInterface, changed: ["Locked"])
+            }
+            emitPropertiesChanged(SecretPath.collection(collection), Self.collectionInterface, changed: ["Locked"])
+            emit(SecretPath.service, Self.serviceInterface, "CollectionChanged") { $0.objectPath(SecretPath.collection(collection)) }
         }
     }
 

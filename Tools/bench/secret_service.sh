@@ -7,6 +7,11 @@
 #     session, three Peer.Ping calls as the floor, OpenSession DH against plain
 #   - `secret-tool lookup` wall time against both, alternately, and `kc get` for scale
 #   - each daemon's idle memory (VmRSS, Pss) after the runs
+# and issue 37's, first: on one connection to each daemon, SearchItems, GetSecrets and
+# Item.GetSecret, each right after a Peer.Ping (medians, p95, per-round ratios), each
+# daemon's idle memory after start and after the runs, and kc-secretd's by mapping (smaps)
+#   FLOOR_ROUNDS    issue 37's rounds (default 5000)
+#   PARTS           all (default) or floor: issue 37's table and the memory alone
 #   ROUNDS          interleaved three-call lookups (default 2000)
 #   OPEN_ROUNDS     rounds of the plain lookup, Peer.Ping and OpenSession (default 2000)
 #   PROCESS_ROUNDS  rounds of secret-tool lookup and kc get (default 1000)

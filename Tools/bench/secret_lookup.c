@@ -18,6 +18,11 @@
  *          Ping, SearchItems({service, username}), Ping, GetSecrets([item]), Ping,
  *          Item.GetSecret; prints per round
  *          a_ping1 a_search a_ping2 a_gets a_ping3 a_get b_…   (nanoseconds)
+ *        secret_lookup keyring ROUNDS RING_DESCRIPTION ITEM
+ *          the kernel's part of those calls, without D-Bus: from the user keyring, the
+ *          keyring RING_DESCRIPTION, in it the user key ITEM, then its size (what a
+ *          search asks of each item it reports) or its value (what a GetSecret reads);
+ *          prints per round: size_probe value_read   (nanoseconds)
  *
  * Which bus goes first alternates from round to round. Each session is closed after the
  * timed calls, outside the timing. The client's DH key pair (RFC 2409 group 2, OpenSSL's
@@ -40,8 +45,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <systemd/sd-bus.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SECRETS "org.freedesktop.secrets"
 #define SERVICE_PATH "/org/freedesktop/secrets"
@@ -345,15 +352,47 @@ static void floor_round(struct floor_provider *f, const char *service, const cha
     if (size != f->p.secret_size || single != f->p.secret_size) die("a secret of another size than the first", EINVAL, NULL);
 }
 
+/* keyctl(2) without libkeyutils: KEYCTL_SEARCH (10) and KEYCTL_READ (11); the user
+ * keyring is -4. */
+static long keyctl_search(long ring, const char *type, const char *description) {
+    return syscall(SYS_keyctl, 10, ring, type, description, 0);
+}
+
+static long keyctl_read(long key, char *buffer, size_t size) {
+    return syscall(SYS_keyctl, 11, key, buffer, size);
+}
+
+/* The three calls of one item's look: its service's keyring, the item, its size or value. */
+static uint64_t time_keyring(const char *ring_description, const char *item, int read_value) {
+    char value[4096];
+    uint64_t start = now_ns();
+    long ring = keyctl_search(-4, "keyring", ring_description);
+    long key = ring < 0 ? -1 : keyctl_search(ring, "user", item);
+    long size = key < 0 ? -1 : read_value ? keyctl_read(key, value, sizeof value) : keyctl_read(key, NULL, 0);
+    uint64_t elapsed = now_ns() - start;
+    if (size <= 0) die("the item in the kernel", errno, NULL);
+    return elapsed;
+}
+
 static void usage(void) {
     fprintf(stderr, "usage: secret_lookup lookup dh|plain ROUNDS ADDRESS_A ADDRESS_B SERVICE USERNAME VALUE\n"
                     "       secret_lookup open|ping ROUNDS ADDRESS_A ADDRESS_B\n"
-                    "       secret_lookup floor ROUNDS ADDRESS_A ADDRESS_B SERVICE USERNAME VALUE\n");
+                    "       secret_lookup floor ROUNDS ADDRESS_A ADDRESS_B SERVICE USERNAME VALUE\n"
+                    "       secret_lookup keyring ROUNDS RING_DESCRIPTION ITEM\n");
     exit(64);
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) usage();
+    if (strcmp(argv[1], "keyring") == 0 && argc == 5) {
+        long rounds = strtol(argv[2], NULL, 10);
+        for (long round = 0; round < rounds; round++) {
+            uint64_t probe = time_keyring(argv[3], argv[4], 0);
+            uint64_t read = time_keyring(argv[3], argv[4], 1);
+            printf("%" PRIu64 " %" PRIu64 "\n", probe, read);
+        }
+        return 0;
+    }
     make_key_pair();
     if (strcmp(argv[1], "lookup") == 0 && argc == 9) {
         int dh = strcmp(argv[2], "dh") == 0;

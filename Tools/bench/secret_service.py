@@ -137,8 +137,9 @@ def memory(pid):
                 values[key] = int(rest.split()[0])
     with open(f"/proc/{pid}/smaps_rollup") as rollup:
         for line in rollup:
-            if line.startswith("Pss:"):
-                values["Pss"] = int(line.split()[1])
+            key = line.split(":")[0]
+            if key in ("Pss", "Private_Dirty", "Anonymous"):
+                values[key] = int(line.split()[1])
     return values
 
 
@@ -164,7 +165,7 @@ def percentile(values, fraction):
 
 
 rows = []  # (what, kc-secretd, gnome-keyring, ratio gnome-keyring / kc-secretd, unit)
-floor_rows = []  # (what, kc-secretd's, gnome-keyring's, kind): kind "ms" or "ratio"
+floor_rows = []  # (what, kc-secretd's, gnome-keyring's or None, kind): "ms", "µs" or "ratio"
 
 
 def row(what, ours, theirs, unit="ms", per_round=True):
@@ -244,6 +245,13 @@ try:
                            statistics.median(ours) / statistics.median(ours_ping),
                            statistics.median(theirs) / statistics.median(theirs_ping), "ratio"))
 
+    say(f"{FLOOR_ROUNDS} rounds of the kernel's part alone (the item's size, its value), as kc-secretd finds the item")
+    kernel = client("keyring", str(FLOOR_ROUNDS + WARMUP), f"kc:{SERVICE}", USERNAME)
+    floor_rows.append(("the kernel's part of a search, no D-Bus: the service's keyring, the item, its size (3 keyctl calls), median",
+                       statistics.median(column(kernel, 0)), None, "µs"))
+    floor_rows.append(("the kernel's part of a GetSecret, no D-Bus: the service's keyring, the item, its value (3 keyctl calls), median",
+                       statistics.median(column(kernel, 1)), None, "µs"))
+
     if PARTS == "all":
         say(f"{ROUNDS} three-call lookups (DH) on each, alternately")
         samples = client("lookup", "dh", str(ROUNDS + WARMUP), kc_address, gk_address, SERVICE, USERNAME, VALUE)
@@ -315,18 +323,19 @@ finally:
             child.wait()
     shutil.rmtree(folder, ignore_errors=True)
 
-shown = {"ms": lambda v: f"{v * 1e3:.3f} ms", "KiB": lambda v: f"{v:,} KiB", "ratio": lambda v: f"{v:.2f}"}
+shown = {"ms": lambda v: f"{v * 1e3:.3f} ms", "µs": lambda v: f"{v * 1e6:.1f} µs", "KiB": lambda v: f"{v:,} KiB", "ratio": lambda v: f"{v:.2f}"}
 print(f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} at {os.environ.get('COMMIT', '?')}: {FLOOR_ROUNDS} rounds of issue 37's "
       f"calls, each after {WARMUP} not counted.\n")
 print("| | kc-secretd | gnome-keyring |")
 print("|---|---|---|")
 for what, ours, theirs, unit in floor_rows:
-    print(f"| {what} | {shown[unit](ours)} | {shown[unit](theirs)} |")
+    print(f"| {what} | {shown[unit](ours)} | {'—' if theirs is None else shown[unit](theirs)} |")
 print()
 print("| | kc-secretd | gnome-keyring | kc-secretd / gnome-keyring |")
 print("|---|---|---|---|")
 for (ours, theirs), when in ((at_start, "idle after start (one item stored)"), (after, "idle after the runs")):
-    for key, what in (("VmRSS", "VmRSS"), ("Pss", "Pss (smaps_rollup)")):
+    for key, what in (("VmRSS", "VmRSS"), ("Pss", "Pss (smaps_rollup)"), ("Private_Dirty", "Private_Dirty (its own written pages)"),
+                      ("Anonymous", "Anonymous (heap, stacks, written data)")):
         print(f"| {when}: {what} | {ours[key]:,} KiB | {theirs[key]:,} KiB | {ours[key] / theirs[key]:.2f} |")
 print(f"| peak RSS (VmHWM) | {after[0]['VmHWM']:,} KiB | {after[1]['VmHWM']:,} KiB | {after[0]['VmHWM'] / after[1]['VmHWM']:.2f} |")
 

@@ -9,7 +9,8 @@
 #   - each daemon's idle memory (VmRSS, Pss) after the runs
 # and issue 37's, first: on one connection to each daemon, SearchItems, GetSecrets and
 # Item.GetSecret, each right after a Peer.Ping (medians, p95, per-round ratios), each
-# daemon's idle memory after start and after the runs, and kc-secretd's by mapping (smaps)
+# daemon's idle memory after start and after the runs, and kc-secretd's by mapping (smaps);
+# and the kernel's part of those calls without D-Bus (secret_lookup keyring)
 #   FLOOR_ROUNDS    issue 37's rounds (default 5000)
 #   PARTS           all (default) or floor: issue 37's table and the memory alone
 #   ROUNDS          interleaved three-call lookups (default 2000)

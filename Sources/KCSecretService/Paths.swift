@@ -7,6 +7,8 @@ enum SecretPath {
     static let sessionPrefix = service + "/session/"
     static let promptPrefix = service + "/prompt/"
     static let none = "/"
+    private static let collectionFolder = service + "/collection"
+    private static let aliasesFolder = service + "/aliases"
 
     static func collection(_ name: String) -> String { collectionPrefix + name }
 
@@ -38,7 +40,7 @@ enum SecretPath {
         value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 
-    static func decode(_ text: Substring.UTF8View) -> [UInt8]? {
+    static func decode(_ text: ArraySlice<UInt8>) -> [UInt8]? {
         var bytes: [UInt8] = []
         var iterator = text.makeIterator()
         while let byte = iterator.next() {
@@ -53,8 +55,8 @@ enum SecretPath {
     }
 
     /// Where the first `__` begins.
-    private static func separatorIndex(_ text: Substring.UTF8View) -> Substring.Index? {
-        var previous: Substring.Index? = nil
+    private static func separatorIndex(_ text: ArraySlice<UInt8>) -> Int? {
+        var previous: Int? = nil
         for index in text.indices {
             if text[index] == UInt8(ascii: "_") {
                 if let previous { return previous }
@@ -89,20 +91,22 @@ enum SecretPath {
 
     static func parse(_ path: String) -> Target? {
         if path == service { return .service }
-        if path == service + "/collection" { return .folder("collection") }
-        if path == service + "/aliases" { return .folder("aliases") }
-        // Over the path's bytes: an object path is ASCII, and every call is routed here.
-        let bytes = path.utf8
+        if path == collectionFolder { return .folder("collection") }
+        if path == aliasesFolder { return .folder("aliases") }
+        // Over the path's bytes, by offset, not as Characters: an object path is ASCII,
+        // and every call is routed here.
+        let bytes = Array(path.utf8)
         for (prefix, alias) in [(collectionPrefix, false), (aliasPrefix, true)] where bytes.starts(with: prefix.utf8) {
-            let rest = bytes.dropFirst(prefix.utf8.count).split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+            let rest = bytes[prefix.utf8.count...].split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
             guard let name = rest.first, !name.isEmpty else { return nil }
-            if rest.count == 1 { return .collection(name: String(Substring(name)), alias: alias) }
+            let collection = String(decoding: name, as: UTF8.self)
+            if rest.count == 1 { return .collection(name: collection, alias: alias) }
             guard rest.count == 2, let separator = separatorIndex(rest[1]),
-                  let service = decode(rest[1][..<separator]), let item = decode(rest[1][rest[1].index(separator, offsetBy: 2)...]) else { return nil }
-            return .item(collection: String(Substring(name)), alias: alias, ItemID(service: KeyName(bytes: service), name: KeyName(bytes: item)))
+                  let service = decode(rest[1][..<separator]), let item = decode(rest[1][(separator + 2)...]) else { return nil }
+            return .item(collection: collection, alias: alias, ItemID(service: KeyName(bytes: service), name: KeyName(bytes: item)))
         }
-        if path.hasPrefix(sessionPrefix), path.count > sessionPrefix.count { return .session(path) }
-        if path.hasPrefix(promptPrefix), path.count > promptPrefix.count { return .prompt(path) }
+        if bytes.count > sessionPrefix.utf8.count, bytes.starts(with: sessionPrefix.utf8) { return .session(path) }
+        if bytes.count > promptPrefix.utf8.count, bytes.starts(with: promptPrefix.utf8) { return .prompt(path) }
         return nil
     }
 }

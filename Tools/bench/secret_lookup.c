@@ -18,6 +18,10 @@
  *          Ping, SearchItems({service, username}), Ping, GetSecrets([item]), Ping,
  *          Item.GetSecret; prints per round
  *          a_ping1 a_search a_ping2 a_gets a_ping3 a_get b_…   (nanoseconds)
+ *        secret_lookup shape ROUNDS ADDRESS SERVICE USERNAME
+ *          the same round against a provider without sessions (bus_floor_service.c):
+ *          the session path is a made-up one and the secret is not checked; prints
+ *          ping1 search ping2 gets ping3 get   (nanoseconds)
  *        secret_lookup keyring ROUNDS RING_DESCRIPTION ITEM
  *          the kernel's part of those calls, without D-Bus: from the user keyring, the
  *          keyring RING_DESCRIPTION, in it the user key ITEM, then its size (what a
@@ -378,6 +382,7 @@ static void usage(void) {
     fprintf(stderr, "usage: secret_lookup lookup dh|plain ROUNDS ADDRESS_A ADDRESS_B SERVICE USERNAME VALUE\n"
                     "       secret_lookup open|ping ROUNDS ADDRESS_A ADDRESS_B\n"
                     "       secret_lookup floor ROUNDS ADDRESS_A ADDRESS_B SERVICE USERNAME VALUE\n"
+                    "       secret_lookup shape ROUNDS ADDRESS SERVICE USERNAME\n"
                     "       secret_lookup keyring ROUNDS RING_DESCRIPTION ITEM\n");
     exit(64);
 }
@@ -431,6 +436,19 @@ int main(int argc, char **argv) {
             times[first] = time_pings(buses[first]);
             times[!first] = time_pings(buses[!first]);
             printf("%" PRIu64 " %" PRIu64 "\n", times[0], times[1]);
+        }
+    } else if (strcmp(argv[1], "shape") == 0 && argc == 6) {
+        long rounds = strtol(argv[2], NULL, 10);
+        struct floor_provider f = {{connect_to(argv[3]), 0}, strdup(SERVICE_PATH "/session/s1"), NULL};
+        unsigned char iv[16], value[4096];
+        size_t iv_size;
+        f.item = search(f.p.bus, argv[4], argv[5]);
+        f.p.secret_size = get_secret(f.p.bus, f.item, f.session, iv, &iv_size, value, sizeof value);
+        for (long round = 0; round < rounds; round++) {
+            uint64_t times[6];
+            floor_round(&f, argv[4], argv[5], times);
+            printf("%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", times[0], times[1], times[2], times[3],
+                   times[4], times[5]);
         }
     } else if (strcmp(argv[1], "floor") == 0 && argc == 8) {
         long rounds = strtol(argv[2], NULL, 10);

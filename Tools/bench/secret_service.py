@@ -7,6 +7,7 @@ where kc-secretd's goes (docs/BENCHMARKS.md, "Issue 37").
 usage: secret_service.py   (run by secret_service.sh inside a throwaway session keyring:
                             keyctl session -)
 Environment: KC, SECRETD (release kc and kc-secretd), LOOKUP (secret_lookup.c built),
+FLOOR_SERVICE (bus_floor_service.c built: issue 37's provider that does no work),
 ROUNDS (interleaved three-call lookups, default 2000), OPEN_ROUNDS (plain lookups,
 OpenSession and Peer.Ping rounds, default 2000), PROCESS_ROUNDS (secret-tool and kc get
 rounds, default 1000), FLOOR_ROUNDS (issue 37's rounds, default 5000), WARMUP (rounds of
@@ -35,7 +36,7 @@ import sys
 import tempfile
 import time
 
-KC, SECRETD, LOOKUP = (os.path.abspath(os.environ[name]) for name in ("KC", "SECRETD", "LOOKUP"))
+KC, SECRETD, LOOKUP, FLOOR_SERVICE = (os.path.abspath(os.environ[name]) for name in ("KC", "SECRETD", "LOOKUP", "FLOOR_SERVICE"))
 ROUNDS = int(os.environ.get("ROUNDS", "2000"))
 OPEN_ROUNDS = int(os.environ.get("OPEN_ROUNDS", "2000"))
 PROCESS_ROUNDS = int(os.environ.get("PROCESS_ROUNDS", "1000"))
@@ -165,7 +166,7 @@ def percentile(values, fraction):
 
 
 rows = []  # (what, kc-secretd, gnome-keyring, ratio gnome-keyring / kc-secretd, unit)
-floor_rows = []  # (what, kc-secretd's, gnome-keyring's or None, kind): "ms", "µs" or "ratio"
+floor_rows = []  # (what, kc-secretd's, gnome-keyring's, the no-work provider's (or None), kind): "ms", "µs" or "ratio"
 
 
 def row(what, ours, theirs, unit="ms", per_round=True):
@@ -229,28 +230,39 @@ try:
 
     say(f"{FLOOR_ROUNDS} rounds of Ping, SearchItems, Ping, GetSecrets, Ping, Item.GetSecret on each")
     samples = client("floor", str(FLOOR_ROUNDS + WARMUP), kc_address, gk_address, SERVICE, USERNAME, VALUE)
-    pings = lambda offset: [s[offset + 0] / 1e9 for s in samples] + [s[offset + 2] / 1e9 for s in samples] + [s[offset + 4] / 1e9 for s in samples]
-    floor_rows.append(("`Peer.Ping`, median (all three of each round)", statistics.median(pings(0)), statistics.median(pings(6)), "ms"))
-    floor_rows.append(("`Peer.Ping`, p95", percentile(pings(0), 0.95), percentile(pings(6), 0.95), "ms"))
+    # The same round against a provider that does no work, on a bus of its own: the floor
+    # of each call's shape (bus_floor_service.c), answering with an item path like kc-secretd's.
+    floor_address = start_bus("floor")
+    encoded = lambda text: "".join(c if c.isascii() and c.isalnum() else "".join(f"_{b:02x}" for b in c.encode()) for c in text)
+    floor_service = subprocess.Popen([FLOOR_SERVICE, floor_address, f"/org/freedesktop/secrets/collection/login/{encoded(SERVICE)}__{encoded(USERNAME)}"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    children.append(("bus_floor_service", floor_service))
+    if owner_pid(dict(base, DBUS_SESSION_BUS_ADDRESS=floor_address)) != floor_service.pid:
+        sys.exit("secret_service: bus_floor_service does not own the name on its bus")
+    say(f"{FLOOR_ROUNDS} rounds of the same on a provider that does no work")
+    shape = client("shape", str(FLOOR_ROUNDS + WARMUP), floor_address, SERVICE, USERNAME)
+    pings = lambda rows, offset: [r[offset + i] / 1e9 for r in rows for i in (0, 2, 4)]
+    floor_rows.append(("`Peer.Ping`, median (all three of each round)", statistics.median(pings(samples, 0)),
+                       statistics.median(pings(samples, 6)), statistics.median(pings(shape, 0)), "ms"))
+    floor_rows.append(("`Peer.Ping`, p95", percentile(pings(samples, 0), 0.95), percentile(pings(samples, 6), 0.95),
+                       percentile(pings(shape, 0), 0.95), "ms"))
     for what, call in (("`SearchItems` by service and username", 1), ("`GetSecrets` of the item (DH session)", 3),
                        ("`Item.GetSecret` (DH session)", 5)):
-        ours, theirs = column(samples, call), column(samples, 6 + call)
-        ours_ping, theirs_ping = column(samples, call - 1), column(samples, 6 + call - 1)
-        floor_rows.append((f"{what}, median", statistics.median(ours), statistics.median(theirs), "ms"))
-        floor_rows.append((f"{what}, p95", percentile(ours, 0.95), percentile(theirs, 0.95), "ms"))
+        calls = column(samples, call), column(samples, 6 + call), column(shape, call)
+        before = column(samples, call - 1), column(samples, 6 + call - 1), column(shape, call - 1)
+        floor_rows.append((f"{what}, median", *(statistics.median(c) for c in calls), "ms"))
+        floor_rows.append((f"{what}, p95", *(percentile(c, 0.95) for c in calls), "ms"))
         floor_rows.append((f"**{what} / the `Ping` just before it**, median of the per-round ratios",
-                           statistics.median(c / p for c, p in zip(ours, ours_ping)),
-                           statistics.median(c / p for c, p in zip(theirs, theirs_ping)), "ratio"))
+                           *(statistics.median(c / p for c, p in zip(cs, ps)) for cs, ps in zip(calls, before)), "ratio"))
         floor_rows.append((f"{what}: its median / `Ping`'s median",
-                           statistics.median(ours) / statistics.median(ours_ping),
-                           statistics.median(theirs) / statistics.median(theirs_ping), "ratio"))
+                           *(statistics.median(cs) / statistics.median(ps) for cs, ps in zip(calls, before)), "ratio"))
 
     say(f"{FLOOR_ROUNDS} rounds of the kernel's part alone (the item's size, its value), as kc-secretd finds the item")
     kernel = client("keyring", str(FLOOR_ROUNDS + WARMUP), f"kc:{SERVICE}", USERNAME)
     floor_rows.append(("the kernel's part of a search, no D-Bus: the service's keyring, the item, its size (3 keyctl calls), median",
-                       statistics.median(column(kernel, 0)), None, "µs"))
+                       statistics.median(column(kernel, 0)), None, None, "µs"))
     floor_rows.append(("the kernel's part of a GetSecret, no D-Bus: the service's keyring, the item, its value (3 keyctl calls), median",
-                       statistics.median(column(kernel, 1)), None, "µs"))
+                       statistics.median(column(kernel, 1)), None, None, "µs"))
 
     if PARTS == "all":
         say(f"{ROUNDS} three-call lookups (DH) on each, alternately")
@@ -326,10 +338,10 @@ finally:
 shown = {"ms": lambda v: f"{v * 1e3:.3f} ms", "µs": lambda v: f"{v * 1e6:.1f} µs", "KiB": lambda v: f"{v:,} KiB", "ratio": lambda v: f"{v:.2f}"}
 print(f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} at {os.environ.get('COMMIT', '?')}: {FLOOR_ROUNDS} rounds of issue 37's "
       f"calls, each after {WARMUP} not counted.\n")
-print("| | kc-secretd | gnome-keyring |")
-print("|---|---|---|")
-for what, ours, theirs, unit in floor_rows:
-    print(f"| {what} | {shown[unit](ours)} | {'—' if theirs is None else shown[unit](theirs)} |")
+print("| | kc-secretd | gnome-keyring | no-work provider (the floor) |")
+print("|---|---|---|---|")
+for what, *values, unit in floor_rows:
+    print(f"| {what} | " + " | ".join("—" if v is None else shown[unit](v) for v in values) + " |")
 print()
 print("| | kc-secretd | gnome-keyring | kc-secretd / gnome-keyring |")
 print("|---|---|---|---|")
@@ -351,11 +363,12 @@ print(f"| {len(rest)} others | {sum(at_start_mappings.get(n, [0, 0])[0] for n in
       f"{sum(at_start_mappings.get(n, [0, 0])[1] for n in rest):,} | {sum(after_mappings[n][0] for n in rest):,} | "
       f"{sum(after_mappings[n][1] for n in rest):,} |")
 
-ratios = {what: ours for what, ours, _, unit in floor_rows if unit == "ratio" and what.startswith("**")}
+ratios = {what: (ours, floor) for what, ours, _, floor, unit in floor_rows if unit == "ratio" and what.startswith("**")}
 print()
-for what, ratio in ratios.items():
+for what, (ratio, floor) in ratios.items():
     print(f"Target (issue 37): {what.strip('*').split(' / ')[0]} within 1.2× of a Ping: "
-          f"{'met' if ratio <= 1.2 else '**not met**'} ({ratio:.2f}×, the median of the per-round ratios).")
+          f"{'met' if ratio <= 1.2 else '**not met**'} ({ratio:.2f}×, the median of the per-round ratios; "
+          f"{floor:.2f}× for the provider that does no work).")
 rss_met = at_start[0]["VmRSS"] <= at_start[1]["VmRSS"] and after[0]["VmRSS"] <= after[1]["VmRSS"]
 print(f"Target (issue 37): idle RSS no more than gnome-keyring-daemon's: {'met' if rss_met else '**not met**'} "
       f"({at_start[0]['VmRSS']:,} against {at_start[1]['VmRSS']:,} KiB after start, "

@@ -7,6 +7,8 @@ enum SecretPath {
     static let sessionPrefix = service + "/session/"
     static let promptPrefix = service + "/prompt/"
     static let none = "/"
+    private static let collectionFolder = service + "/collection"
+    private static let aliasesFolder = service + "/aliases"
 
     static func collection(_ name: String) -> String { collectionPrefix + name }
 
@@ -18,25 +20,29 @@ enum SecretPath {
     /// byte `_` and two lower-case hex digits (`_2e` for `.`). An `_` is always followed
     /// by a hex digit, so `__` never occurs inside one and separates service from item.
     static func encode(_ bytes: [UInt8]) -> String {
-        var out = ""
+        // Bytes first, one String at the end: every SearchItems answer encodes its items.
+        var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
-        let digits = Array("0123456789abcdef".unicodeScalars)
         for byte in bytes {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
+                out.append(byte)
             default:
-                out.unicodeScalars.append("_")
-                out.unicodeScalars.append(digits[Int(byte >> 4)])
-                out.unicodeScalars.append(digits[Int(byte & 0xF)])
+                out.append(UInt8(ascii: "_"))
+                out.append(hexDigit(byte >> 4))
+                out.append(hexDigit(byte & 0xF))
             }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
-    static func decode(_ text: Substring) -> [UInt8]? {
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
+    }
+
+    static func decode(_ text: ArraySlice<UInt8>) -> [UInt8]? {
         var bytes: [UInt8] = []
-        var iterator = text.utf8.makeIterator()
+        var iterator = text.makeIterator()
         while let byte = iterator.next() {
             if byte == UInt8(ascii: "_") {
                 guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
@@ -49,10 +55,10 @@ enum SecretPath {
     }
 
     /// Where the first `__` begins.
-    private static func separatorIndex(_ text: Substring) -> Substring.Index? {
-        var previous: Substring.Index? = nil
+    private static func separatorIndex(_ text: ArraySlice<UInt8>) -> Int? {
+        var previous: Int? = nil
         for index in text.indices {
-            if text[index] == "_" {
+            if text[index] == UInt8(ascii: "_") {
                 if let previous { return previous }
                 previous = index
             } else {
@@ -85,18 +91,22 @@ enum SecretPath {
 
     static func parse(_ path: String) -> Target? {
         if path == service { return .service }
-        if path == service + "/collection" { return .folder("collection") }
-        if path == service + "/aliases" { return .folder("aliases") }
-        for (prefix, alias) in [(collectionPrefix, false), (aliasPrefix, true)] where path.hasPrefix(prefix) {
-            let rest = path.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        if path == collectionFolder { return .folder("collection") }
+        if path == aliasesFolder { return .folder("aliases") }
+        // Over the path's bytes, by offset, not as Characters: an object path is ASCII,
+        // and every call is routed here.
+        let bytes = Array(path.utf8)
+        for (prefix, alias) in [(collectionPrefix, false), (aliasPrefix, true)] where bytes.starts(with: prefix.utf8) {
+            let rest = bytes[prefix.utf8.count...].split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
             guard let name = rest.first, !name.isEmpty else { return nil }
-            if rest.count == 1 { return .collection(name: String(name), alias: alias) }
+            let collection = String(decoding: name, as: UTF8.self)
+            if rest.count == 1 { return .collection(name: collection, alias: alias) }
             guard rest.count == 2, let separator = separatorIndex(rest[1]),
-                  let service = decode(rest[1][..<separator]), let item = decode(rest[1][rest[1].index(separator, offsetBy: 2)...]) else { return nil }
-            return .item(collection: String(name), alias: alias, ItemID(service: KeyName(bytes: service), name: KeyName(bytes: item)))
+                  let service = decode(rest[1][..<separator]), let item = decode(rest[1][(separator + 2)...]) else { return nil }
+            return .item(collection: collection, alias: alias, ItemID(service: KeyName(bytes: service), name: KeyName(bytes: item)))
         }
-        if path.hasPrefix(sessionPrefix), path.count > sessionPrefix.count { return .session(path) }
-        if path.hasPrefix(promptPrefix), path.count > promptPrefix.count { return .prompt(path) }
+        if bytes.count > sessionPrefix.utf8.count, bytes.starts(with: sessionPrefix.utf8) { return .session(path) }
+        if bytes.count > promptPrefix.utf8.count, bytes.starts(with: promptPrefix.utf8) { return .prompt(path) }
         return nil
     }
 }

@@ -41,6 +41,8 @@ final class SecretService {
         var uid: UInt32
     }
     private var callers: [String: Caller] = [:]
+    /// The uid this daemon serves, its own: asked once, not at every call.
+    private let servedUID = geteuid()
 
     init(bus: OpaquePointer, store: SecretStore, audit: Bool) {
         self.bus = bus
@@ -65,8 +67,8 @@ final class SecretService {
         if interface == "org.freedesktop.DBus.Peer" { return 0 }
         do throws(BusError) {
             let caller = try self.caller(of: call)
-            guard caller.uid == geteuid() else {
-                throw .accessDenied("kc-secretd serves uid \(geteuid()) only; uid \(caller.uid) has its own")
+            guard caller.uid == servedUID else {
+                throw .accessDenied("kc-secretd serves uid \(servedUID) only; uid \(caller.uid) has its own")
             }
             try dispatch(call, path: path, interface: interface, member: member, caller: caller)
         } catch {

@@ -12,6 +12,21 @@
  *        secret_lookup ping ROUNDS ADDRESS_A ADDRESS_B
  *          per round and bus: three org.freedesktop.DBus.Peer.Ping calls to the provider,
  *          the floor of three calls (bus and event loop, no work); prints a b
+ *        secret_lookup floor ROUNDS ADDRESS_A ADDRESS_B SERVICE USERNAME VALUE
+ *          issue 37's comparison: on each bus one connection and one DH session, kept;
+ *          per round and bus, each call right after a Peer.Ping on the same connection:
+ *          Ping, SearchItems({service, username}), Ping, GetSecrets([item]), Ping,
+ *          Item.GetSecret; prints per round
+ *          a_ping1 a_search a_ping2 a_gets a_ping3 a_get b_…   (nanoseconds)
+ *        secret_lookup shape ROUNDS ADDRESS SERVICE USERNAME
+ *          the same round against a provider without sessions (bus_floor_service.c):
+ *          the session path is a made-up one and the secret is not checked; prints
+ *          ping1 search ping2 gets ping3 get   (nanoseconds)
+ *        secret_lookup keyring ROUNDS RING_DESCRIPTION ITEM
+ *          the kernel's part of those calls, without D-Bus: from the user keyring, the
+ *          keyring RING_DESCRIPTION, in it the user key ITEM, then its size (what a
+ *          search asks of each item it reports) or its value (what a GetSecret reads);
+ *          prints per round: size_probe value_read   (nanoseconds)
  *
  * Which bus goes first alternates from round to round. Each session is closed after the
  * timed calls, outside the timing. The client's DH key pair (RFC 2409 group 2, OpenSSL's
@@ -34,8 +49,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <systemd/sd-bus.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SECRETS "org.freedesktop.secrets"
 #define SERVICE_PATH "/org/freedesktop/secrets"
@@ -283,14 +300,104 @@ static uint64_t time_pings(sd_bus *bus) {
     return now_ns() - start;
 }
 
+/* Item.GetSecret of one item; returns the value's size (checked against the first
+ * round's by the caller). */
+static size_t get_item_secret(sd_bus *bus, const char *item, const char *session) {
+    sd_bus_message *reply = NULL;
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    const char *secret_session, *content_type;
+    const void *parameters, *bytes;
+    size_t parameters_size, size;
+    int r = sd_bus_call_method(bus, SECRETS, item, "org.freedesktop.Secret.Item", "GetSecret", &error, &reply, "o",
+                               session);
+    if (r < 0) die("Item.GetSecret", r, &error);
+    if ((r = sd_bus_message_enter_container(reply, 'r', "oayays")) < 0 ||
+        (r = sd_bus_message_read(reply, "o", &secret_session)) < 0 ||
+        (r = sd_bus_message_read_array(reply, 'y', &parameters, &parameters_size)) < 0 ||
+        (r = sd_bus_message_read_array(reply, 'y', &bytes, &size)) < 0 ||
+        (r = sd_bus_message_read(reply, "s", &content_type)) < 0)
+        die("Item.GetSecret's secret", r, NULL);
+    sd_bus_message_unref(reply);
+    return size;
+}
+
+static uint64_t time_ping(sd_bus *bus) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    uint64_t start = now_ns();
+    int r = sd_bus_call_method(bus, SECRETS, SERVICE_PATH, "org.freedesktop.DBus.Peer", "Ping", &error, NULL, "");
+    if (r < 0) die("Peer.Ping", r, &error);
+    return now_ns() - start;
+}
+
+/* One connection, one DH session and the item's path, kept over the rounds. */
+struct floor_provider {
+    struct provider p;
+    char *session, *item;
+};
+
+/* Issue 37's round on one bus: each call right after a Ping on the same connection. */
+static void floor_round(struct floor_provider *f, const char *service, const char *username, uint64_t times[6]) {
+    unsigned char iv[16], value[4096];
+    size_t iv_size;
+    times[0] = time_ping(f->p.bus);
+    uint64_t start = now_ns();
+    char *item = search(f->p.bus, service, username);
+    times[1] = now_ns() - start;
+    if (strcmp(item, f->item) != 0) die("SearchItems found another item than the first round's", EINVAL, NULL);
+    free(item);
+    times[2] = time_ping(f->p.bus);
+    start = now_ns();
+    size_t size = get_secret(f->p.bus, f->item, f->session, iv, &iv_size, value, sizeof value);
+    times[3] = now_ns() - start;
+    times[4] = time_ping(f->p.bus);
+    start = now_ns();
+    size_t single = get_item_secret(f->p.bus, f->item, f->session);
+    times[5] = now_ns() - start;
+    if (size != f->p.secret_size || single != f->p.secret_size) die("a secret of another size than the first", EINVAL, NULL);
+}
+
+/* keyctl(2) without libkeyutils: KEYCTL_SEARCH (10) and KEYCTL_READ (11); the user
+ * keyring is -4. */
+static long keyctl_search(long ring, const char *type, const char *description) {
+    return syscall(SYS_keyctl, 10, ring, type, description, 0);
+}
+
+static long keyctl_read(long key, char *buffer, size_t size) {
+    return syscall(SYS_keyctl, 11, key, buffer, size);
+}
+
+/* The three calls of one item's look: its service's keyring, the item, its size or value. */
+static uint64_t time_keyring(const char *ring_description, const char *item, int read_value) {
+    char value[4096];
+    uint64_t start = now_ns();
+    long ring = keyctl_search(-4, "keyring", ring_description);
+    long key = ring < 0 ? -1 : keyctl_search(ring, "user", item);
+    long size = key < 0 ? -1 : read_value ? keyctl_read(key, value, sizeof value) : keyctl_read(key, NULL, 0);
+    uint64_t elapsed = now_ns() - start;
+    if (size <= 0) die("the item in the kernel", errno, NULL);
+    return elapsed;
+}
+
 static void usage(void) {
     fprintf(stderr, "usage: secret_lookup lookup dh|plain ROUNDS ADDRESS_A ADDRESS_B SERVICE USERNAME VALUE\n"
-                    "       secret_lookup open|ping ROUNDS ADDRESS_A ADDRESS_B\n");
+                    "       secret_lookup open|ping ROUNDS ADDRESS_A ADDRESS_B\n"
+                    "       secret_lookup floor ROUNDS ADDRESS_A ADDRESS_B SERVICE USERNAME VALUE\n"
+                    "       secret_lookup shape ROUNDS ADDRESS SERVICE USERNAME\n"
+                    "       secret_lookup keyring ROUNDS RING_DESCRIPTION ITEM\n");
     exit(64);
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) usage();
+    if (strcmp(argv[1], "keyring") == 0 && argc == 5) {
+        long rounds = strtol(argv[2], NULL, 10);
+        for (long round = 0; round < rounds; round++) {
+            uint64_t probe = time_keyring(argv[3], argv[4], 0);
+            uint64_t read = time_keyring(argv[3], argv[4], 1);
+            printf("%" PRIu64 " %" PRIu64 "\n", probe, read);
+        }
+        return 0;
+    }
     make_key_pair();
     if (strcmp(argv[1], "lookup") == 0 && argc == 9) {
         int dh = strcmp(argv[2], "dh") == 0;
@@ -330,6 +437,43 @@ int main(int argc, char **argv) {
             times[!first] = time_pings(buses[!first]);
             printf("%" PRIu64 " %" PRIu64 "\n", times[0], times[1]);
         }
+    } else if (strcmp(argv[1], "shape") == 0 && argc == 6) {
+        long rounds = strtol(argv[2], NULL, 10);
+        struct floor_provider f = {{connect_to(argv[3]), 0}, strdup(SERVICE_PATH "/session/s1"), NULL};
+        unsigned char iv[16], value[4096];
+        size_t iv_size;
+        f.item = search(f.p.bus, argv[4], argv[5]);
+        f.p.secret_size = get_secret(f.p.bus, f.item, f.session, iv, &iv_size, value, sizeof value);
+        for (long round = 0; round < rounds; round++) {
+            uint64_t times[6];
+            floor_round(&f, argv[4], argv[5], times);
+            printf("%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", times[0], times[1], times[2], times[3],
+                   times[4], times[5]);
+        }
+    } else if (strcmp(argv[1], "floor") == 0 && argc == 8) {
+        long rounds = strtol(argv[2], NULL, 10);
+        struct floor_provider providers[2];
+        for (int which = 0; which < 2; which++) {
+            /* A first lookup on a session of its own checks the secret (decrypted), then
+             * the session and the item the rounds use. */
+            struct floor_provider *f = &providers[which];
+            uint64_t ignored[4];
+            unsigned char peer[128];
+            size_t peer_size;
+            f->p = (struct provider){connect_to(argv[3 + which]), 0};
+            lookup(&f->p, 1, argv[5], argv[6], argv[7], ignored);
+            f->session = open_session(f->p.bus, 1, peer, &peer_size);
+            f->item = search(f->p.bus, argv[5], argv[6]);
+        }
+        for (long round = 0; round < rounds; round++) {
+            uint64_t times[2][6];
+            int first = (int)(round & 1);
+            floor_round(&providers[first], argv[5], argv[6], times[first]);
+            floor_round(&providers[!first], argv[5], argv[6], times[!first]);
+            for (int which = 0; which < 2; which++)
+                for (int call = 0; call < 6; call++) printf("%" PRIu64 "%c", times[which][call], which == 1 && call == 5 ? '\n' : ' ');
+        }
+        for (int which = 0; which < 2; which++) close_session(providers[which].p.bus, providers[which].session);
     } else {
         usage();
     }

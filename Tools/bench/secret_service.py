@@ -1,13 +1,18 @@
 """The Secret Service benchmark (issue 27's "Speed"): kc-secretd against gnome-keyring-daemon,
-side by side, in one run, one markdown table (docs/BENCHMARKS.md, "The Secret Service").
+side by side, in one run, one markdown table (docs/BENCHMARKS.md, "The Secret Service");
+and issue 37's: each daemon's SearchItems, GetSecrets and Item.GetSecret against a
+Peer.Ping to the same daemon on the same connection, with each daemon's idle memory and
+where kc-secretd's goes (docs/BENCHMARKS.md, "Issue 37").
 
 usage: secret_service.py   (run by secret_service.sh inside a throwaway session keyring:
                             keyctl session -)
 Environment: KC, SECRETD (release kc and kc-secretd), LOOKUP (secret_lookup.c built),
+FLOOR_SERVICE (bus_floor_service.c built: issue 37's provider that does no work),
 ROUNDS (interleaved three-call lookups, default 2000), OPEN_ROUNDS (plain lookups,
 OpenSession and Peer.Ping rounds, default 2000), PROCESS_ROUNDS (secret-tool and kc get
-rounds, default 1000), WARMUP (rounds of each kind not counted, default 50), COMMIT (shown
-in the heading).
+rounds, default 1000), FLOOR_ROUNDS (issue 37's rounds, default 5000), WARMUP (rounds of
+each kind not counted, default 50), PARTS (`all`, the default, or `floor`: issue 37's table
+and the memory alone), COMMIT (shown in the heading).
 
 Each provider gets a session bus of its own (dbus-daemon with a session configuration in
 a temporary folder, no service activation): kc-secretd (`--no-audit`, a vault at work
@@ -31,11 +36,15 @@ import sys
 import tempfile
 import time
 
-KC, SECRETD, LOOKUP = (os.path.abspath(os.environ[name]) for name in ("KC", "SECRETD", "LOOKUP"))
+KC, SECRETD, LOOKUP, FLOOR_SERVICE = (os.path.abspath(os.environ[name]) for name in ("KC", "SECRETD", "LOOKUP", "FLOOR_SERVICE"))
 ROUNDS = int(os.environ.get("ROUNDS", "2000"))
 OPEN_ROUNDS = int(os.environ.get("OPEN_ROUNDS", "2000"))
 PROCESS_ROUNDS = int(os.environ.get("PROCESS_ROUNDS", "1000"))
+FLOOR_ROUNDS = int(os.environ.get("FLOOR_ROUNDS", "5000"))
 WARMUP = int(os.environ.get("WARMUP", "50"))
+PARTS = os.environ.get("PARTS", "all")
+if PARTS not in ("all", "floor"):
+    sys.exit("secret_service: PARTS is all or floor")
 SECRET_TOOL, DBUS_DAEMON, DBUS_SEND, GNOME_KEYRING = (
     shutil.which(p) for p in ("secret-tool", "dbus-daemon", "dbus-send", "gnome-keyring-daemon"))
 NAME = "org.freedesktop.secrets"
@@ -129,12 +138,35 @@ def memory(pid):
                 values[key] = int(rest.split()[0])
     with open(f"/proc/{pid}/smaps_rollup") as rollup:
         for line in rollup:
-            if line.startswith("Pss:"):
-                values["Pss"] = int(line.split()[1])
+            key = line.split(":")[0]
+            if key in ("Pss", "Private_Dirty", "Anonymous"):
+                values[key] = int(line.split()[1])
     return values
 
 
+def mappings(pid):
+    """Where a process's resident memory is (KiB): Rss and Pss summed by what is mapped
+    (the file's name, or [heap], [stack], anonymous), from /proc/PID/smaps."""
+    totals = {}
+    name = None
+    with open(f"/proc/{pid}/smaps") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and not fields[0].endswith(":"):
+                name = os.path.basename(fields[5]) if len(fields) > 5 else "anonymous"
+            elif fields[0] in ("Rss:", "Pss:"):
+                entry = totals.setdefault(name, [0, 0])
+                entry[0 if fields[0] == "Rss:" else 1] += int(fields[1])
+    return totals
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
 rows = []  # (what, kc-secretd, gnome-keyring, ratio gnome-keyring / kc-secretd, unit)
+floor_rows = []  # (what, kc-secretd's, gnome-keyring's, the no-work provider's (or None), kind): "ms", "µs" or "ratio"
 
 
 def row(what, ours, theirs, unit="ms", per_round=True):
@@ -194,49 +226,88 @@ try:
         sys.exit("secret_service: kc get does not read what secret-tool stored through kc-secretd")
     time.sleep(1)
     at_start = memory(secretd.pid), memory(gnome.pid)
+    at_start_mappings = mappings(secretd.pid)
 
-    say(f"{ROUNDS} three-call lookups (DH) on each, alternately")
-    samples = client("lookup", "dh", str(ROUNDS + WARMUP), kc_address, gk_address, SERVICE, USERNAME, VALUE)
-    row("**three calls of one lookup, DH** (OpenSession, SearchItems, GetSecrets)", column(samples, 0), column(samples, 4))
-    row("… of which OpenSession (DH)", column(samples, 1), column(samples, 5))
-    row("… of which SearchItems by service and username", column(samples, 2), column(samples, 6))
-    row("… of which GetSecrets of the item", column(samples, 3), column(samples, 7))
+    say(f"{FLOOR_ROUNDS} rounds of Ping, SearchItems, Ping, GetSecrets, Ping, Item.GetSecret on each")
+    samples = client("floor", str(FLOOR_ROUNDS + WARMUP), kc_address, gk_address, SERVICE, USERNAME, VALUE)
+    # The same round against a provider that does no work, on a bus of its own: the floor
+    # of each call's shape (bus_floor_service.c), answering with an item path like kc-secretd's.
+    floor_address = start_bus("floor")
+    encoded = lambda text: "".join(c if c.isascii() and c.isalnum() else "".join(f"_{b:02x}" for b in c.encode()) for c in text)
+    floor_service = subprocess.Popen([FLOOR_SERVICE, floor_address, f"/org/freedesktop/secrets/collection/login/{encoded(SERVICE)}__{encoded(USERNAME)}"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    children.append(("bus_floor_service", floor_service))
+    if owner_pid(dict(base, DBUS_SESSION_BUS_ADDRESS=floor_address)) != floor_service.pid:
+        sys.exit("secret_service: bus_floor_service does not own the name on its bus")
+    say(f"{FLOOR_ROUNDS} rounds of the same on a provider that does no work")
+    shape = client("shape", str(FLOOR_ROUNDS + WARMUP), floor_address, SERVICE, USERNAME)
+    pings = lambda rows, offset: [r[offset + i] / 1e9 for r in rows for i in (0, 2, 4)]
+    floor_rows.append(("`Peer.Ping`, median (all three of each round)", statistics.median(pings(samples, 0)),
+                       statistics.median(pings(samples, 6)), statistics.median(pings(shape, 0)), "ms"))
+    floor_rows.append(("`Peer.Ping`, p95", percentile(pings(samples, 0), 0.95), percentile(pings(samples, 6), 0.95),
+                       percentile(pings(shape, 0), 0.95), "ms"))
+    for what, call in (("`SearchItems` by service and username", 1), ("`GetSecrets` of the item (DH session)", 3),
+                       ("`Item.GetSecret` (DH session)", 5)):
+        calls = column(samples, call), column(samples, 6 + call), column(shape, call)
+        before = column(samples, call - 1), column(samples, 6 + call - 1), column(shape, call - 1)
+        floor_rows.append((f"{what}, median", *(statistics.median(c) for c in calls), "ms"))
+        floor_rows.append((f"{what}, p95", *(percentile(c, 0.95) for c in calls), "ms"))
+        floor_rows.append((f"**{what} / the `Ping` just before it**, median of the per-round ratios",
+                           *(statistics.median(c / p for c, p in zip(cs, ps)) for cs, ps in zip(calls, before)), "ratio"))
+        floor_rows.append((f"{what}: its median / `Ping`'s median",
+                           *(statistics.median(cs) / statistics.median(ps) for cs, ps in zip(calls, before)), "ratio"))
 
-    say(f"{OPEN_ROUNDS} three-call lookups (plain) on each, alternately")
-    samples = client("lookup", "plain", str(OPEN_ROUNDS + WARMUP), kc_address, gk_address, SERVICE, USERNAME, VALUE)
-    row("three calls of one lookup, plain session", column(samples, 0), column(samples, 4))
-    row("… of which SearchItems", column(samples, 2), column(samples, 6))
-    row("… of which GetSecrets", column(samples, 3), column(samples, 7))
+    say(f"{FLOOR_ROUNDS} rounds of the kernel's part alone (the item's size, its value), as kc-secretd finds the item")
+    kernel = client("keyring", str(FLOOR_ROUNDS + WARMUP), f"kc:{SERVICE}", USERNAME)
+    floor_rows.append(("the kernel's part of a search, no D-Bus: the service's keyring, the item, its size (3 keyctl calls), median",
+                       statistics.median(column(kernel, 0)), None, None, "µs"))
+    floor_rows.append(("the kernel's part of a GetSecret, no D-Bus: the service's keyring, the item, its value (3 keyctl calls), median",
+                       statistics.median(column(kernel, 1)), None, None, "µs"))
 
-    say(f"{OPEN_ROUNDS} rounds of three Peer.Ping on each")
-    samples = client("ping", str(OPEN_ROUNDS + WARMUP), kc_address, gk_address)
-    row("three `Peer.Ping` calls (the floor: bus round trips, no work)", column(samples, 0), column(samples, 1))
+    if PARTS == "all":
+        say(f"{ROUNDS} three-call lookups (DH) on each, alternately")
+        samples = client("lookup", "dh", str(ROUNDS + WARMUP), kc_address, gk_address, SERVICE, USERNAME, VALUE)
+        row("**three calls of one lookup, DH** (OpenSession, SearchItems, GetSecrets)", column(samples, 0), column(samples, 4))
+        row("… of which OpenSession (DH)", column(samples, 1), column(samples, 5))
+        row("… of which SearchItems by service and username", column(samples, 2), column(samples, 6))
+        row("… of which GetSecrets of the item", column(samples, 3), column(samples, 7))
 
-    say(f"{OPEN_ROUNDS} rounds of OpenSession, DH and plain, on each")
-    samples = client("open", str(OPEN_ROUNDS + WARMUP), kc_address, gk_address)
-    row("OpenSession, DH (`dh-ietf1024-sha256-aes128-cbc-pkcs7`)", column(samples, 0), column(samples, 2))
-    row("OpenSession, plain", column(samples, 1), column(samples, 3))
-    row("the DH's cost: OpenSession DH − plain, per round",
-        [(s[0] - s[1]) / 1e9 for s in samples], [(s[2] - s[3]) / 1e9 for s in samples], per_round=False)
+        say(f"{OPEN_ROUNDS} three-call lookups (plain) on each, alternately")
+        samples = client("lookup", "plain", str(OPEN_ROUNDS + WARMUP), kc_address, gk_address, SERVICE, USERNAME, VALUE)
+        row("three calls of one lookup, plain session", column(samples, 0), column(samples, 4))
+        row("… of which SearchItems", column(samples, 2), column(samples, 6))
+        row("… of which GetSecrets", column(samples, 3), column(samples, 7))
 
-    say(f"{PROCESS_ROUNDS} rounds of secret-tool lookup on each and kc get")
-    get = [KC, "get", SERVICE, USERNAME]
-    ours, theirs, kc_get = [], [], []
-    for index in range(PROCESS_ROUNDS + WARMUP):
-        # Whose turn is first alternates; kc get runs between them.
-        first, second = ((lookup, kc_env, ours), (lookup, gk_env, theirs))[:: 1 if index % 2 == 0 else -1]
-        a = spawn(first[0], first[1])
-        g = spawn(get, kc_env)
-        b = spawn(second[0], second[1])
-        if index >= WARMUP:
-            first[2].append(a)
-            second[2].append(b)
-            kc_get.append(g)
-    row("`secret-tool lookup service S username U` (whole process)", ours, theirs)
-    rows.append(("`kc get S U` (whole process, for scale; no D-Bus)", statistics.median(kc_get), None, None, "ms"))
+        say(f"{OPEN_ROUNDS} rounds of three Peer.Ping on each")
+        samples = client("ping", str(OPEN_ROUNDS + WARMUP), kc_address, gk_address)
+        row("three `Peer.Ping` calls (the floor: bus round trips, no work)", column(samples, 0), column(samples, 1))
+
+        say(f"{OPEN_ROUNDS} rounds of OpenSession, DH and plain, on each")
+        samples = client("open", str(OPEN_ROUNDS + WARMUP), kc_address, gk_address)
+        row("OpenSession, DH (`dh-ietf1024-sha256-aes128-cbc-pkcs7`)", column(samples, 0), column(samples, 2))
+        row("OpenSession, plain", column(samples, 1), column(samples, 3))
+        row("the DH's cost: OpenSession DH − plain, per round",
+            [(s[0] - s[1]) / 1e9 for s in samples], [(s[2] - s[3]) / 1e9 for s in samples], per_round=False)
+
+        say(f"{PROCESS_ROUNDS} rounds of secret-tool lookup on each and kc get")
+        get = [KC, "get", SERVICE, USERNAME]
+        ours, theirs, kc_get = [], [], []
+        for index in range(PROCESS_ROUNDS + WARMUP):
+            # Whose turn is first alternates; kc get runs between them.
+            first, second = ((lookup, kc_env, ours), (lookup, gk_env, theirs))[:: 1 if index % 2 == 0 else -1]
+            a = spawn(first[0], first[1])
+            g = spawn(get, kc_env)
+            b = spawn(second[0], second[1])
+            if index >= WARMUP:
+                first[2].append(a)
+                second[2].append(b)
+                kc_get.append(g)
+        row("`secret-tool lookup service S username U` (whole process)", ours, theirs)
+        rows.append(("`kc get S U` (whole process, for scale; no D-Bus)", statistics.median(kc_get), None, None, "ms"))
 
     time.sleep(1)
     after = memory(secretd.pid), memory(gnome.pid)
+    after_mappings = mappings(secretd.pid)
     for (ours, theirs), when in ((at_start, "before the runs (one item stored)"), (after, "after the runs")):
         for key, what in (("VmRSS", "VmRSS"), ("Pss", "Pss (smaps_rollup)")):
             rows.append((f"idle memory {when}: {what}", ours[key], theirs[key], theirs[key] / ours[key], "KiB"))
@@ -264,15 +335,54 @@ finally:
             child.wait()
     shutil.rmtree(folder, ignore_errors=True)
 
-shown = {"ms": lambda v: f"{v * 1e3:.3f} ms", "KiB": lambda v: f"{v:,} KiB"}
-target = rows[0][3]
-print(f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} at {os.environ.get('COMMIT', '?')}: {ROUNDS} lookups, {OPEN_ROUNDS} rounds of the others, "
-      f"{PROCESS_ROUNDS} of the processes, each after {WARMUP} not counted.\n")
-print("| | kc-secretd | gnome-keyring | gnome-keyring / kc-secretd |")
+shown = {"ms": lambda v: f"{v * 1e3:.3f} ms", "µs": lambda v: f"{v * 1e6:.1f} µs", "KiB": lambda v: f"{v:,} KiB", "ratio": lambda v: f"{v:.2f}"}
+print(f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} at {os.environ.get('COMMIT', '?')}: {FLOOR_ROUNDS} rounds of issue 37's "
+      f"calls, each after {WARMUP} not counted.\n")
+print("| | kc-secretd | gnome-keyring | no-work provider (the floor) |")
 print("|---|---|---|---|")
-for what, ours, theirs, ratio, unit in rows:
-    theirs_shown = "—" if theirs is None else shown[unit](theirs)
-    ratio_shown = "—" if ratio is None else f"{ratio:.2f}"
-    print(f"| {what} | {shown[unit](ours)} | {theirs_shown} | {ratio_shown} |")
-print(f"\nTarget (issue 27): the three-call lookup with DH ≥ 5× faster than gnome-keyring: "
-      f"{'met' if target >= 5 else '**not met**'} ({target:.2f}×).")
+for what, *values, unit in floor_rows:
+    print(f"| {what} | " + " | ".join("—" if v is None else shown[unit](v) for v in values) + " |")
+print()
+print("| | kc-secretd | gnome-keyring | kc-secretd / gnome-keyring |")
+print("|---|---|---|---|")
+for (ours, theirs), when in ((at_start, "idle after start (one item stored)"), (after, "idle after the runs")):
+    for key, what in (("VmRSS", "VmRSS"), ("Pss", "Pss (smaps_rollup)"), ("Private_Dirty", "Private_Dirty (its own written pages)"),
+                      ("Anonymous", "Anonymous (heap, stacks, written data)")):
+        print(f"| {when}: {what} | {ours[key]:,} KiB | {theirs[key]:,} KiB | {ours[key] / theirs[key]:.2f} |")
+print(f"| peak RSS (VmHWM) | {after[0]['VmHWM']:,} KiB | {after[1]['VmHWM']:,} KiB | {after[0]['VmHWM'] / after[1]['VmHWM']:.2f} |")
+
+print("\nkc-secretd's resident memory by mapping (KiB, the largest; smaps):\n")
+print("| mapping | Rss after start | Pss after start | Rss after the runs | Pss after the runs |")
+print("|---|---|---|---|---|")
+names = sorted(after_mappings, key=lambda n: -after_mappings[n][0])
+for name in names[:12]:
+    first = at_start_mappings.get(name, [0, 0])
+    print(f"| {name} | {first[0]:,} | {first[1]:,} | {after_mappings[name][0]:,} | {after_mappings[name][1]:,} |")
+rest = names[12:]
+print(f"| {len(rest)} others | {sum(at_start_mappings.get(n, [0, 0])[0] for n in rest):,} | "
+      f"{sum(at_start_mappings.get(n, [0, 0])[1] for n in rest):,} | {sum(after_mappings[n][0] for n in rest):,} | "
+      f"{sum(after_mappings[n][1] for n in rest):,} |")
+
+ratios = {what: (ours, floor) for what, ours, _, floor, unit in floor_rows if unit == "ratio" and what.startswith("**")}
+print()
+for what, (ratio, floor) in ratios.items():
+    print(f"Target (issue 37): {what.strip('*').split(' / ')[0]} within 1.2× of a Ping: "
+          f"{'met' if ratio <= 1.2 else '**not met**'} ({ratio:.2f}×, the median of the per-round ratios; "
+          f"{floor:.2f}× for the provider that does no work).")
+rss_met = at_start[0]["VmRSS"] <= at_start[1]["VmRSS"] and after[0]["VmRSS"] <= after[1]["VmRSS"]
+print(f"Target (issue 37): idle RSS no more than gnome-keyring-daemon's: {'met' if rss_met else '**not met**'} "
+      f"({at_start[0]['VmRSS']:,} against {at_start[1]['VmRSS']:,} KiB after start, "
+      f"{after[0]['VmRSS']:,} against {after[1]['VmRSS']:,} KiB after the runs).")
+
+if PARTS == "all":
+    target = rows[0][3]
+    print(f"\nIssue 27's table: {ROUNDS} lookups, {OPEN_ROUNDS} rounds of the others, "
+          f"{PROCESS_ROUNDS} of the processes, each after {WARMUP} not counted.\n")
+    print("| | kc-secretd | gnome-keyring | gnome-keyring / kc-secretd |")
+    print("|---|---|---|---|")
+    for what, ours, theirs, ratio, unit in rows:
+        theirs_shown = "—" if theirs is None else shown[unit](theirs)
+        ratio_shown = "—" if ratio is None else f"{ratio:.2f}"
+        print(f"| {what} | {shown[unit](ours)} | {theirs_shown} | {ratio_shown} |")
+    print(f"\nTarget (issue 27): the three-call lookup with DH ≥ 5× faster than gnome-keyring: "
+          f"{'met' if target >= 5 else '**not met**'} ({target:.2f}×).")

@@ -7,6 +7,13 @@
 #     session, three Peer.Ping calls as the floor, OpenSession DH against plain
 #   - `secret-tool lookup` wall time against both, alternately, and `kc get` for scale
 #   - each daemon's idle memory (VmRSS, Pss) after the runs
+# and issue 37's, first: on one connection to each daemon, SearchItems, GetSecrets and
+# Item.GetSecret, each right after a Peer.Ping (medians, p95, per-round ratios), each
+# daemon's idle memory after start and after the runs, and kc-secretd's by mapping (smaps);
+# and the kernel's part of those calls without D-Bus (secret_lookup keyring), and the same
+# round against a provider that does no work (bus_floor_service.c): the floor of the calls' shapes
+#   FLOOR_ROUNDS    issue 37's rounds (default 5000)
+#   PARTS           all (default) or floor: issue 37's table and the memory alone
 #   ROUNDS          interleaved three-call lookups (default 2000)
 #   OPEN_ROUNDS     rounds of the plain lookup, Peer.Ping and OpenSession (default 2000)
 #   PROCESS_ROUNDS  rounds of secret-tool lookup and kc get (default 1000)
@@ -26,9 +33,10 @@ pkg-config --exists libsystemd libcrypto || { echo "secret_service.sh: needs lib
 swift build -c release --package-path "$root" --product kc >&2
 swift build -c release --package-path "$root" --product kc-secretd >&2
 cc -O2 -Wall -o "$out/secret_lookup" "$root/Tools/bench/secret_lookup.c" $(pkg-config --cflags --libs libsystemd libcrypto)
+cc -O2 -Wall -o "$out/bus_floor_service" "$root/Tools/bench/bus_floor_service.c" $(pkg-config --cflags --libs libsystemd)
 
 commit=$(git -C "$root" rev-parse --short HEAD)
 git -C "$root" diff --quiet HEAD -- Sources Package.swift || commit="$commit (Sources changed)"
 
-COMMIT="$commit" KC="$root/.build/release/kc" SECRETD="$root/.build/release/kc-secretd" LOOKUP="$out/secret_lookup" \
+COMMIT="$commit" KC="$root/.build/release/kc" SECRETD="$root/.build/release/kc-secretd" LOOKUP="$out/secret_lookup" FLOOR_SERVICE="$out/bus_floor_service" \
     keyctl session - python3 "$root/Tools/bench/secret_service.py"

@@ -1,8 +1,3 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Age
 
 /// Zeroing through Age's `overwriteWithZeros(_:)`, a call the optimiser may not drop.
@@ -13,14 +8,6 @@ func zeroBytes(_ bytes: UnsafeMutableRawBufferPointer) {
 extension Array where Element: FixedWidthInteger {
     /// Zeroes the array's elements in place. The array must be the only owner of its
     /// storage (a shared copy would be copied first, and only the copy zeroed).
-    mutating func zeroize() {
-        withUnsafeMutableBytes { zeroBytes($0) }
-    }
-}
-
-extension Data {
-    /// Zeroes the bytes in place; as for arrays, the value must own its storage. Only
-    /// for Data this module owns (AES._CBC.decrypt's result).
     mutating func zeroize() {
         withUnsafeMutableBytes { zeroBytes($0) }
     }

@@ -353,7 +353,7 @@ final class SecretStore {
         for record in index.items.values.sorted(by: { $0.id < $1.id }) {
             let home = index.collections[record.collection] == nil ? Self.login : record.collection
             guard collection == nil || collection == home, Self.matches(record.attributes, attributes) else { continue }
-            switch presence(of: record.id, emptyValue: record.isEmptyValue) {
+            switch presence(of: record.id, emptyValue: record.isEmptyValue, in: home) {
             case .gone:
                 stale.append(record)
             case .present(let locked):
@@ -429,9 +429,9 @@ final class SecretStore {
 
     /// Whether the item's value is there: in the kernel, or in the vault while it is
     /// locked (then locked), or empty (the index holds it).
-    private func presence(of id: ItemID, emptyValue: Bool) -> Presence {
+    private func presence(of id: ItemID, emptyValue: Bool, in collection: String) -> Presence {
         let keychain: Keychain
-        do { keychain = try Keychain(service: id.service) } catch { return .unknown }
+        do { keychain = try recordedItemsKeychain(id, in: collection) } catch { return .unknown }
         do {
             if try keychain.size(ofItem: id.name) != nil { return .present(locked: false) }
         } catch {
@@ -444,6 +444,15 @@ final class SecretStore {
         } catch {
             return Self.presence(after: error)
         }
+    }
+
+    /// The keychain that reads an item kc-secretd made: it looks first at the level the
+    /// item was stored at, its collection's, so that a read finds it with one search of
+    /// the service's keyring instead of a probe of every level. Only where to look first:
+    /// an item another door moved to another level is found by the search of the other
+    /// levels that follows a miss, and every read still asks the kernel.
+    private func recordedItemsKeychain(_ id: ItemID, in collection: String) throws(KeychainError) -> Keychain {
+        try Keychain(service: id.service).accessibility(accessibility(ofCollection: collection))
     }
 
     /// A look at an item that failed: the vault holds it locked, or the failure is one
@@ -483,7 +492,8 @@ final class SecretStore {
         guard !item.locked else { throw .isLocked("\(Self.describe(item.id)) is locked: Unlock it first (or 'kc unlock' when the vault is locked)") }
         let contentType = item.record?.contentType ?? "text/plain"
         do {
-            let keychain = try Keychain(service: item.id.service)
+            // An item kc-secretd did not make is looked for first where `kc set` puts one.
+            let keychain = try item.record == nil ? Keychain(service: item.id.service) : recordedItemsKeychain(item.id, in: item.collection)
             if let value = try keychain.data(forKey: item.id.name) { return (value, contentType) }
         } catch {
             throw Self.busError(error, for: item.id)

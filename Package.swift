@@ -1,5 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // `kc get` is a whole process that should cost about what C's `keyctl pipe` costs.
 // A dynamically linked Swift program pays for loading and relocating the Swift
@@ -17,14 +20,17 @@ let staticRelease: [LinkerSetting] = [
 ]
 
 // A daemon that must link a shared library (libsystemd) cannot be a static executable;
-// its Swift runtime and Foundation can still be linked in. Linked by lld with packed
-// relative relocations (DT_RELR, glibc 2.36: a 9 KB table where there were 1.1 MB of
-// RELA entries, all written by the loader at start) and no dynamic symbol table beyond
-// what the shared libraries need: 1.6 MB less of the daemon's own file stays resident
-// (docs/BENCHMARKS.md, issue 37).
+// its Swift runtime and Foundation can still be linked in. Linked by lld with no dynamic
+// symbol table beyond what the shared libraries need and, where the C library's loader
+// reads them (glibc 2.36: Debian 12, Ubuntu 24.04; not Ubuntu 22.04's 2.35, which would
+// refuse to start the daemon), packed relative relocations (DT_RELR: a 9 KB table where
+// there were 1.1 MB of RELA entries, all written by the loader at start): 1.6 MB less of
+// the daemon's own file stays resident (docs/BENCHMARKS.md, issue 37). The manifest runs
+// on the machine that builds, which is the one that runs the daemon (Tools/setup.sh).
+let packedRelocations: [String] = glibcReadsPackedRelocations ? ["-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"] : []
 let staticStdlibRelease: [LinkerSetting] = [
-    .unsafeFlags(["-static-stdlib", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
-                  "-Xlinker", "--no-export-dynamic", "-Xlinker", "--strip-all"],
+    .unsafeFlags(["-static-stdlib", "-use-ld=lld"] + packedRelocations
+                 + ["-Xlinker", "--no-export-dynamic", "-Xlinker", "--strip-all"],
                  .when(platforms: [.linux], configuration: .release)),
     .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
     .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
@@ -153,3 +159,17 @@ let package = Package(
         .testTarget(name: "kcTests", dependencies: ["kc", "kc-keychain-probe", "KernelKeychain", "Keyrings", "KCTestSupport"]),
     ]
 )
+
+/// Whether this machine's glibc loader applies DT_RELR (2.36 and later).
+var glibcReadsPackedRelocations: Bool {
+    #if canImport(Glibc)
+    // confstr(_CS_GNU_LIBC_VERSION): "glibc 2.36".
+    var buffer = [CChar](repeating: 0, count: 64)
+    guard confstr(Int32(_CS_GNU_LIBC_VERSION), &buffer, buffer.count) > 0 else { return false }
+    let text = String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let parts = (text.split(separator: " ").last ?? "").split(separator: ".").compactMap { Int($0) }
+    return parts.count >= 2 && (parts[0], parts[1]) >= (2, 36)
+    #else
+    return false
+    #endif
+}

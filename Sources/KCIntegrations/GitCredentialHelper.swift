@@ -249,11 +249,12 @@ public enum GitCredentialHelper {
 
     /// Stores the password (with its expiry) and refresh token of a user. Without a
     /// remote, a user name or a password there is nothing to store, as for git's own
-    /// helpers; a password whose expiry has passed is not stored either.
+    /// helpers (an empty `password=` is a password: git's store helper keeps it too); a
+    /// password whose expiry has passed is not stored either.
     public static func store(_ credential: Credential, at accessibility: Accessibility = .whenUnlocked) throws(Failure) {
         guard let service = serviceName(for: credential),
               let user = credential.username, !user.isEmpty,
-              let password = credential.password, !password.isEmpty else { return }
+              let password = credential.password else { return }
         var deadline: Deadline? = nil
         if let expiry = credential.passwordExpiry {
             let now = Deadline.now

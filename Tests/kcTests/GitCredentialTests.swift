@@ -169,6 +169,18 @@ final class GitCredentialTests: KeyringTestCase {
         XCTAssertEqual(try helper("get", "protocol=https\nhost=\(host)\n").output, "")
     }
 
+    /// An empty `password=` is a password, as git's own store helper keeps it: stored
+    /// as an empty item, and given back by `get`.
+    func testAnEmptyPasswordIsStoredAndGivenBack() throws {
+        let (host, service) = uniqueHost()
+        XCTAssertEqual(try helper("store", "protocol=https\nhost=\(host)\nusername=alice\npassword=\n").status, 0)
+        XCTAssertEqual(try Keychain(service: service).data(forKey: "alice"), [])
+        let got = try helper("get", "protocol=https\nhost=\(host)\n")
+        XCTAssertEqual(got.status, 0, "\(got)")
+        XCTAssertTrue(got.output.contains("username=alice\npassword=\n"), "\(got)")
+        _ = try Keychain(service: service).removeAll()
+    }
+
     func testAnExpiryBeyondTheKernelsReachIsRefusedOnStandardErrorAndKeepsTheStoredPassword() throws {
         let (host, service) = uniqueHost()
         XCTAssertEqual(try helper("store", "protocol=https\nhost=\(host)\nusername=alice\npassword=kept\n").status, 0)

@@ -1,3 +1,5 @@
+import KernelKeychain
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,7 +17,7 @@ enum OwnMounts {
     /// mount: after it, resolving it would ask this filesystem) and of the other mounts
     /// of its device, from /proc/self/mountinfo. Empty if it cannot be read.
     static func ids(at mountpoint: String) -> Set<Int> {
-        guard let text = readWholeFile("/proc/self/mountinfo") else { return [] }
+        guard let text = readProcBytes("/proc/self/mountinfo").map({ String(decoding: $0, as: UTF8.self) }) else { return [] }
         // mountinfo: ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [FIELDS...] - TYPE SOURCE SUPER
         var entries: [(id: Int, device: Substring, mountpoint: String, type: Substring)] = []
         for line in text.split(separator: "\n") {
@@ -63,22 +65,6 @@ enum OwnMounts {
             } else {
                 bytes.append(byte)
             }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// A /proc file whole (mountinfo can be long), or nil.
-    private static func readWholeFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            bytes += buffer[..<count]
         }
         return String(decoding: bytes, as: UTF8.self)
     }

@@ -86,10 +86,4 @@ extension KeySerial {
         guard size == 1 else { return size }
         return try readValue(sizeHint: 1).count
     }
-
-    /// Whether this key holds the empty value (``ItemValue``).
-    public func holdsEmptyValue() throws(KeyctlError) -> Bool {
-        guard try payloadSize() == 1 else { return false }
-        return try readValue(sizeHint: 1).isEmpty
-    }
 }

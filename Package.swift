@@ -47,6 +47,7 @@ let package = Package(
         .executable(name: "kc", targets: ["kc"]),
         .executable(name: "kc-mountd", targets: ["kc-mountd"]),
         .executable(name: "kc-secretd", targets: ["kc-secretd"]),
+        .executable(name: "kc-agent", targets: ["kc-agent"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -139,6 +140,17 @@ let package = Package(
             dependencies: ["KCSecretService", "KernelKeychain"],
             linkerSettings: staticStdlibRelease
         ),
+        // kc as OpenBao's agent (issue 38): libcurl for HTTPS with a CA file and a client
+        // certificate (Debian's libcurl4-openssl-dev), kept out of kc itself so that `kc get`
+        // loads no TLS library.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .target(name: "KCAgent", dependencies: ["KernelKeychain", "Keyrings", "CCurl"]),
+        .executableTarget(
+            name: "kc-agent",
+            dependencies: ["KCAgent", "KernelKeychain", "Keyrings"],
+            linkerSettings: staticStdlibRelease
+        ),
         // Shared by the test targets: a fresh session keyring per test process, unique
         // service names, the built `kc`, and the unprivileged test user.
         .target(name: "KCTestSupport", dependencies: ["KernelKeychain", "Keyrings"], path: "Tests/KCTestSupport"),
@@ -156,7 +168,7 @@ let package = Package(
         // their APIs, ported to kc: it imports KernelKeychain alone.
         .testTarget(name: "PortedAPITests", dependencies: ["KernelKeychain", "KCTestSupport"],
                     swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]),
-        .testTarget(name: "kcTests", dependencies: ["kc", "kc-keychain-probe", "KernelKeychain", "Keyrings", "KCTestSupport"]),
+        .testTarget(name: "kcTests", dependencies: ["kc", "kc-agent", "kc-keychain-probe", "KernelKeychain", "Keyrings", "KCTestSupport"]),
     ]
 )
 

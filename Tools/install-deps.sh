@@ -53,7 +53,7 @@ if [ "${1:-}" = "--heavy-clients" ]; then
     exit 0
 fi
 packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion man-db libpam0g-dev
-          libsystemd-dev libgcrypt20-dev dbus-daemon dbus-user-session libsecret-tools
+          libsystemd-dev libgcrypt20-dev libcurl4-openssl-dev dbus-daemon dbus-user-session libsecret-tools
           python3-pip python3-setuptools python3-keyring)
 if [ "${1:-}" = "--tests" ]; then
     packages+=(strace python3 gdb podman runc busybox-static age pamtester openssh-server sshpass libnss-extrausers expect hyperfine

@@ -319,3 +319,52 @@ extension OwnService {
         try value.withValueBytes { bytes throws(KeychainError) in try store(bytes, forKey: key, until: deadline) }
     }
 }
+
+extension Keychain {
+    /// Replaces the service's items with exactly `items`, at this keychain's level, in
+    /// one step: a reader finds either the old set or the new one, never some of each,
+    /// and one that already holds the old set reads it whole. For a mirror of another
+    /// store, such as a KV secret's version or a certificate with its key. Items at other
+    /// levels go; an empty set removes the service.
+    ///
+    /// Every value is checked first: a bad name or a value over 32767 bytes changes
+    /// nothing. An ephemeral keychain keeps the new set in the kernel only (and drops
+    /// what the vault kept of the service's items); otherwise the vault, if there is one,
+    /// saves the new set as ``set(_:forKey:)`` would.
+    ///
+    /// The kernel calls: a keyring made in the thread keyring, one `add_key` per item,
+    /// and one `keyctl_move` over the old keyring.
+    public func replaceAllItems(with items: [(key: KeyName, value: [UInt8])], until deadline: Deadline? = nil) throws(KeychainError) {
+        var seen = Swift.Set<KeyName>()
+        for (key, value) in items {
+            try validateName(key, as: .item)
+            guard value.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: value.count) }
+            guard seen.insert(key).inserted else { throw .alreadyExists(service: service ?? "", name: key.description) }
+        }
+        switch try resolve(forWriting: true) {
+        case .anyService:
+            throw .serviceRequired
+        case .shared(let shared):
+            throw .ownerOnly(shared, action: "replace the whole service")
+        case .own(let own):
+            let journal = try Self.journal()
+            try journal.withLock { () throws(KeychainError) in
+                let before = try allKeyNames()
+                var changes: [ItemChange] = []
+                for key in before where !seen.contains(key) && journal.keeps(key, in: own.name) {
+                    changes.append(.removed(service: own.name, name: key))
+                }
+                for (key, value) in items {
+                    if isEphemeral || !journal.persists {
+                        if journal.keeps(key, in: own.name) { changes.append(.removed(service: own.name, name: key)) }
+                    } else {
+                        changes.append(.saved(JournaledItem(service: own.name, name: key, accessibility: own.home, deadline: deadline, value: value)))
+                    }
+                }
+                try journal.record(changes) { () throws(KeychainError) in
+                    try own.replaceContents(items.map { (name: $0.key, value: $0.value) }, until: deadline)
+                }
+            }
+        }
+    }
+}

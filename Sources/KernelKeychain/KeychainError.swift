@@ -68,6 +68,9 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
     case noSuchService(String)
     /// A rename's target exists: an item (`name`), or a service with items (`name` nil).
     case alreadyExists(service: String, name: String?)
+    /// The whole set of a service's items cannot be replaced at once while the service
+    /// is shared with a group (``Keychain/replaceAllItems(with:until:)``).
+    case sharedServiceCannotBeReplaced(service: String)
 
     // MARK: Sharing: another user's service, or a group's
 
@@ -153,7 +156,7 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .invalidName, .emptyValue, .valueTooLarge, .invalidTimeout, .decodingFailed, .serviceRequired, .unknownGroup, .unknownUser:
             .input
-        case .accessDenied, .quotaExceeded, .notEnoughQuota, .keyringsUnavailable, .kernel, .sessionOfAnotherUser, .serviceKeyringNameTaken, .unreachableFromUserNamespace, .unmappedUserNamespace, .noSuchService, .alreadyExists:
+        case .accessDenied, .quotaExceeded, .notEnoughQuota, .keyringsUnavailable, .kernel, .sessionOfAnotherUser, .serviceKeyringNameTaken, .unreachableFromUserNamespace, .unmappedUserNamespace, .noSuchService, .alreadyExists, .sharedServiceCannotBeReplaced:
             .kernel
         case .notInGroup, .notShared, .sharedByMany, .sharedServiceGone, .sharedReadOnly, .ownerOnly, .memberWriteRefused, .sharedWithAnotherGroup:
             .sharing
@@ -259,6 +262,8 @@ public enum KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
             return "kc runs inside a user namespace (rootless podman, podman unshare) and uid \(uid)'s user keyring outside it does not exist yet; run any kc command outside once (kc ls), then try again"
         case .unmappedUserNamespace:
             return "kc runs inside a user namespace that does not map your uid (unshare -U without a map): every key's owner shows as the overflow uid there, so kc cannot tell your keyrings from another user's; run kc outside it, or in one that maps your uid (unshare -r, podman unshare)"
+        case .sharedServiceCannotBeReplaced(let service):
+            return "service '\(service)' is shared with a group: its items cannot be replaced as one set; unshare it first ('kc unshare \(service)'), or sync into a service of its own"
         case .alreadyExists(let service, let name):
             if let name { return "item '\(name)' already exists in service '\(service)'; remove it first (kc rm \(service) \(name)) or choose another name" }
             return "service '\(service)' already has items; remove them first (kc rm) or choose another name"

@@ -55,7 +55,7 @@ extension Errno {
             .permissionDenied
         case .memberWriteRefused(_, _, let limit):
             if case .hasDeadline = limit { .permissionDenied } else { .fileTooLarge }
-        case .alreadyExists:
+        case .alreadyExists, .sharedServiceCannotBeReplaced:
             .fileExists
         case .sharedByMany, .sharedWithAnotherGroup:
             .invalidArgument

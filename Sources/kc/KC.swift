@@ -21,7 +21,7 @@ struct KC: ParsableCommand {
         bytes. Exit status: 0 success, 1 not found, 2 any other failure, 64 usage error.
         """,
         version: kcVersion,
-        subcommands: [Set.self, Get.self, Remove.self, List.self, Find.self, Share.self, Unshare.self, Mount.self, Umount.self, Exec.self, PodmanDriver.self, CredentialServer.self, Export.self, Import.self, VaultCommand.self, Unlock.self, Lock.self, Doctor.self]
+        subcommands: [Set.self, Get.self, Remove.self, List.self, Find.self, Share.self, Unshare.self, Mount.self, Umount.self, Exec.self, PodmanDriver.self, CredentialServer.self, Export.self, Import.self, VaultCommand.self, Unlock.self, Lock.self, Doctor.self, AgentCommand.self]
     )
 
     /// Parse errors become one `kc: ` line and exit 64; help and --version print as usual.

@@ -56,7 +56,7 @@ packages=(libkeyutils-dev keyutils libfuse3-dev fuse3 attr acl bash-completion m
           libsystemd-dev libgcrypt20-dev libcurl4-openssl-dev dbus-daemon dbus-user-session libsecret-tools
           python3-pip python3-setuptools python3-keyring)
 if [ "${1:-}" = "--tests" ]; then
-    packages+=(strace python3 gdb podman runc busybox-static age pamtester openssh-server sshpass libnss-extrausers expect hyperfine
+    packages+=(strace curl openssl python3 gdb podman runc busybox-static age pamtester openssh-server sshpass libnss-extrausers expect hyperfine
                git docker-registry apache2-utils borgbackup restic rclone direnv python3-dotenv
                libsecret-1-dev gcc pkg-config python3-secretstorage gnome-keyring python3-venv python3-gi gir1.2-secret-1)
 fi

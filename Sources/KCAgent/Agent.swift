@@ -78,8 +78,12 @@ public final class Agent {
         do {
             try ensureToken()
             var clean = true
-            for index in configuration.kv.indices { clean = try syncKV(index) && clean }
-            for index in configuration.leases.indices { clean = try syncLease(index) && clean }
+            for index in configuration.kv.indices {
+                clean = try refusalReported("kv[\(index)]") { try syncKV(index) } && clean
+            }
+            for index in configuration.leases.indices {
+                clean = try refusalReported("leases[\(index)]") { try syncLease(index) } && clean
+            }
             if let waiting {
                 log("OpenBao answers again at \(client.currentAddress) (was: \(waiting))")
                 self.waiting = nil
@@ -98,6 +102,17 @@ public final class Agent {
             return false
         } catch {
             say("\(error)")
+            return false
+        }
+    }
+
+    /// One secret's sync: OpenBao refusing it (a policy, a path) is reported once and
+    /// the others go on; an outage or a refused token ends the turn.
+    private func refusalReported(_ place: String, _ body: () throws -> Bool) throws -> Bool {
+        do {
+            return try body()
+        } catch let error as OpenBaoError where !error.isOutage && !error.isBadToken {
+            report("\(place): \(error)")
             return false
         }
     }

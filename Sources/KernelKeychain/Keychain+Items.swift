@@ -368,3 +368,17 @@ extension Keychain {
         }
     }
 }
+
+extension Keychain {
+    /// The service's items with their values, as one set: read from the keyrings found
+    /// once, and read again if a ``replaceAllItems(with:until:)`` replaced them meanwhile,
+    /// so a program handed a mirrored secret's keys (`kc exec`) never gets some from one
+    /// version and some from the next. Sorted by name; empty when there is no service.
+    public func allValues() throws(KeychainError) -> [(key: KeyName, value: [UInt8])] {
+        for _ in 0..<64 {
+            if let values = try resolve(forWriting: false).values() { return values }
+        }
+        // Replaced 64 times over during reads: a writer far faster than any mirror.
+        throw KeychainError(KeyctlError(.resourceTemporarilyUnavailable, call: "keyctl_read"))
+    }
+}

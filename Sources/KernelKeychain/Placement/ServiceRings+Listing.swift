@@ -130,3 +130,38 @@ internal struct ListedRing {
                   sharing: (try? ring.serial.describe()).flatMap(Sharing.init))
     }
 }
+
+extension ServiceRings {
+    /// Every item with its value, read from the keyrings found once, sorted by name; nil
+    /// when one of the caller's own keyrings was replaced during the read (a whole set
+    /// replaced by ``Keychain/replaceAllItems(with:until:)``): the caller reads again, so
+    /// what it gets is one set, never some of the old and some of the new.
+    func values() throws(KeychainError) -> [(key: KeyName, value: [UInt8])]? {
+        let rings: [(listed: ListedRing, own: ServiceKeyring?)]
+        if case .own(let own) = self {
+            rings = try ServiceKeyring.rings(of: own.name, startingWith: own.home).map { (ListedRing(service: own.name, ring: $0), $0) }
+        } else {
+            rings = try listedRings().map { ($0, nil) }
+        }
+        func replaced() throws(KeychainError) -> Bool {
+            for case (_, let own?) in rings {
+                let anchor: KeySerial
+                do { anchor = try own.anchor.serial() } catch { return true }
+                if try !Placement.isLinked(own.serial, in: anchor) { return true }
+            }
+            return false
+        }
+        var found: [(key: KeyName, value: [UInt8])] = []
+        for (ring, _) in rings {
+            for (serial, info) in try ServiceRings.userKeys(in: ring) {
+                guard let value = try Placement.value(of: serial) else {
+                    if try replaced() { return nil }
+                    continue  // expired or removed since the listing
+                }
+                found.append((info.description, value))
+            }
+        }
+        if try replaced() { return nil }
+        return found.sorted { $0.key < $1.key }
+    }
+}

@@ -168,6 +168,7 @@ let package = Package(
         // their APIs, ported to kc: it imports KernelKeychain alone.
         .testTarget(name: "PortedAPITests", dependencies: ["KernelKeychain", "KCTestSupport"],
                     swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]),
+        .testTarget(name: "KCAgentTests", dependencies: ["KCAgent", "KernelKeychain"]),
         .testTarget(name: "kcTests", dependencies: ["kc", "kc-agent", "kc-keychain-probe", "KernelKeychain", "Keyrings", "KCTestSupport"]),
     ]
 )

@@ -52,7 +52,7 @@ summary="$root/.build/test-summary.txt"
 [ -z "$front_problem" ] || echo "$front_problem" >> "$summary"
 # The command-line suites once more with kc as installed: the front, which runs the full
 # kc beside it for what it does not serve (KC_TEST_THROUGH_FRONT; docs/FRONT.md).
-through_front="kcTests.(CLITests|EmptyValueTests|FastPathTests|FirstHourTests|SetKeepsTheItemTests|GetConventionsTests|ByteNameCLITests|DeadlineTests|ReadAuditTests|ExecTests|ExecBytesTests|UnprivilegedTests|ConcurrencyTests|VaultCommandTests|GitCredentialTests|DockerCredentialTests|TerminalPromptTests|ImportDuplicateTests|ExportImportTests|NoKernelCallTests|PasswordCommandTests|DoctorTests)"
+through_front="kcTests.(CLITests|EmptyValueTests|FastPathTests|FirstHourTests|SetKeepsTheItemTests|GetConventionsTests|ByteNameCLITests|DeadlineTests|ReadAuditTests|ExecTests|ExecBytesTests|UnprivilegedTests|ConcurrencyTests|VaultCommandTests|GitCredentialTests|DockerCredentialTests|TerminalPromptTests|ImportDuplicateTests|ExportImportTests|NoKernelCallTests|PasswordCommandTests|DoctorTests|ReplacedSetDoorsTests)"
 if [ -z "$front_problem" ] && [ -x "$(swift build --show-bin-path)/kc-front" ]; then
     set +e
     KC_TEST_THROUGH_FRONT=1 swift test --skip-build --disable-swift-testing --filter "$through_front" 2>&1 | tee "$root/.build/test-output-front.txt"

@@ -130,8 +130,29 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// under its own anchor). With `stopAtFirst`, the first hit of any kind ends the
     /// probe: enough to tell whether the service exists; and then `trustingRecentCheck`
     /// may spare the describe of a keyring checked within the last second.
+    ///
+    /// A ring the search found that no anchor links directly was displaced between the
+    /// search and the listing (its service's whole set replaced in one step,
+    /// ``OwnService/replaceContents(_:until:)``): the probe is made again, so that a
+    /// service being replaced is never reported missing.
     static func rings(of service: KeyName, startingWith first: Accessibility = .whenUnlocked,
                       stopAtFirst: Bool = false, trustingRecentCheck: Bool = false) throws(KeychainError) -> [ServiceKeyring] {
+        var rings: [ServiceKeyring] = []
+        for _ in 0..<8 {
+            var unplaced: Swift.Set<KeySerial> = []
+            rings = try probeRings(of: service, startingWith: first, stopAtFirst: stopAtFirst,
+                                   trustingRecentCheck: trustingRecentCheck, unplaced: &unplaced)
+            unplaced.subtract(rings.map(\.serial))
+            if unplaced.isEmpty { return rings }
+        }
+        return rings
+    }
+
+    /// One probe of ``rings(of:startingWith:stopAtFirst:trustingRecentCheck:)``; rings
+    /// found but not linked directly in the anchor searched go into `unplaced` (nested
+    /// in it, to be found under their own anchor, or displaced).
+    private static func probeRings(of service: KeyName, startingWith first: Accessibility, stopAtFirst: Bool,
+                                   trustingRecentCheck: Bool, unplaced: inout Swift.Set<KeySerial>) throws(KeychainError) -> [ServiceKeyring] {
         var rings: [ServiceKeyring] = []
         for anchor in Anchor.probeOrder(startingWith: first.anchor) {
             guard let anchorSerial = try anchor.serialForReading() else { continue }
@@ -145,6 +166,8 @@ internal struct ServiceKeyring: Hashable, Sendable {
                 }
                 if linked?.contains(ring) == true {
                     rings.append(ServiceKeyring(serial: ring, anchor: anchor, marker: marker))
+                } else {
+                    unplaced.insert(ring)
                 }
             }
         }

@@ -1,0 +1,86 @@
+import KCAgent
+import KernelKeychain
+import XCTest
+
+/// kc-agent's configuration: every mistake a user can make in the file is named by its
+/// place, in one line, before the agent contacts anything.
+final class AgentConfigurationTests: XCTestCase {
+    private func parse(_ json: String) throws -> AgentConfiguration {
+        try AgentConfiguration.parse(Array(json.utf8))
+    }
+
+    private func problem(_ json: String, file: StaticString = #filePath, line: UInt = #line) -> String {
+        do {
+            _ = try parse(json)
+            XCTFail("accepted: \(json)", file: file, line: line)
+            return ""
+        } catch {
+            let text = "\(error)"
+            XCTAssertFalse(text.contains("\n"), "one line: \(text)", file: file, line: line)
+            return text
+        }
+    }
+
+    private let auth = #""auth": {"method": "approle", "service": "openbao"}"#
+
+    func testAWholeConfigurationReadsAsWritten() throws {
+        let configuration = try parse("""
+        {"addresses": ["https://a:8200", "https://b:8200/"], \(auth), "poll_interval": "250ms",
+         "kv": [{"secret": "secret/app", "service": "com.app"},
+                {"secret": "team/kv/db", "mount": "team/kv", "service": "com.db", "access": "always+this-device-only"}],
+         "leases": [{"path": "pki/issue/web", "data": {"common_name": "web.example"}, "service": "web.tls"}]}
+        """)
+        XCTAssertEqual(configuration.addresses, ["https://a:8200", "https://b:8200/"])
+        XCTAssertEqual(configuration.pollInterval, .milliseconds(250))
+        XCTAssertEqual(configuration.auth, .appRole(mount: "approle", service: "openbao", level: .afterFirstUnlock))
+        XCTAssertEqual(configuration.kv.map(\.mount), ["secret", "team/kv"])
+        XCTAssertEqual(configuration.kv.map(\.path), ["app", "db"])
+        XCTAssertEqual(configuration.kv[1].level, .alwaysThisDeviceOnly)
+        XCTAssertEqual(configuration.leases[0].method, "POST", "a request with data is a POST")
+        XCTAssertEqual(configuration.leases[0].level, .afterFirstUnlock, "where a user service's items reach every login")
+    }
+
+    func testEachMistakeIsNamedByItsPlace() {
+        XCTAssertTrue(problem("[]").contains("not a JSON object"))
+        XCTAssertTrue(problem("{\(auth), \"kv\": []}").contains("no \"address\""))
+        XCTAssertTrue(problem(#"{"address": "http://bao:8200", \#(auth), "kv": [{"secret": "secret/a", "service": "s"}]}"#)
+            .hasPrefix("address: 'http://bao:8200' is plain HTTP"))
+        XCTAssertTrue(problem(#"{"address": "bao:8200", \#(auth), "kv": [{"secret": "secret/a", "service": "s"}]}"#)
+            .contains("is not an https:// address"))
+        XCTAssertTrue(problem(#"{"address": "https://b", "kv": [{"secret": "secret/a", "service": "s"}]}"#).contains("no \"auth\""))
+        XCTAssertTrue(problem(#"{"address": "https://b", "auth": {"method": "ldap"}, "kv": [{"secret": "secret/a", "service": "s"}]}"#)
+            .hasPrefix("auth.method: 'ldap' is not a method"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth)}"#).contains("nothing to sync"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "kv": [{"secret": "app", "service": "s"}]}"#)
+            .hasPrefix("kv[0].secret: 'app' names no secret below a mount"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "kv": [{"secret": "secret/../sys", "service": "s"}]}"#)
+            .hasPrefix("kv[0].secret: 'secret/../sys' is not an API path"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "kv": [{"secret": "secret/a", "service": "a/b"}]}"#)
+            .hasPrefix("kv[0].service: invalid service name"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "kv": [{"secret": "secret/a"}]}"#)
+            .hasPrefix("kv[0]: no \"service\""))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "kv": [{"secret": "secret/a", "service": "s", "acess": "always"}]}"#)
+            .hasPrefix("kv[0].acess: is not a setting kc-agent knows here"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "kv": [{"secret": "secret/a", "service": "s", "access": "forever"}]}"#)
+            .hasPrefix("kv[0].access: 'forever' is not a level"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "kv": [{"secret": "secret/a", "service": "s"}, {"secret": "secret/b", "service": "s"}]}"#)
+            .hasPrefix("kv[1].service: 's' is also kv[0]'s service"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "kv": [{"secret": "secret/a", "service": "openbao"}]}"#)
+            .hasPrefix("kv[0].service: 'openbao' is also auth's service"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "poll_interval": "1ms", "kv": [{"secret": "secret/a", "service": "s"}]}"#)
+            .hasPrefix("poll_interval: '1ms' is not an interval"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "ca_file": "/nonexistent/ca.pem", "kv": [{"secret": "secret/a", "service": "s"}]}"#)
+            .hasPrefix("ca_file: cannot read '/nonexistent/ca.pem'"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "leases": [{"path": "pki/issue/web", "method": "DELETE", "service": "s"}]}"#)
+            .hasPrefix("leases[0].method: 'DELETE' is not GET, POST or PUT"))
+        XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "leases": [{"path": "pki/issue/web", "data": [1], "service": "s"}]}"#)
+            .hasPrefix("leases[0].data: must be a JSON object"))
+    }
+
+    func testAValueBecomesTheBytesAProgramExpects() {
+        XCTAssertEqual(JSONValue.string("héllo").itemBytes, Array("héllo".utf8))
+        XCTAssertEqual(JSONValue.array([.string("-----A-----"), .string("-----B-----")]).itemBytes, Array("-----A-----\n-----B-----".utf8))
+        XCTAssertEqual(JSONValue.integer(42).itemBytes, Array("42".utf8))
+        XCTAssertEqual(JSONValue.object(["b": .bool(true), "a": .null]).itemBytes, Array(#"{"a":null,"b":true}"#.utf8))
+    }
+}

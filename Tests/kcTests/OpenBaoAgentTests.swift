@@ -115,6 +115,28 @@ final class OpenBaoAgentTests: OpenBaoTestCase {
         XCTAssertTrue(agent.process.isRunning, agent.log)
     }
 
+    /// A mirrored service bound read-only into a podman container (README: containers):
+    /// the container reads OpenBao's value, and the next version after a sync.
+    func testAMirroredSecretReachesAPodmanContainer() throws {
+        let lab = try lab()
+        let rootfs = try Podman.rootfs()
+        let secret = uniqueSecret()
+        try lab.mustBao("kv", "put", secret, "api-token=first")
+        let service = uniqueService("podman")
+        let path = try writeConfig(config(lab, auth: try storeCredentials(lab), ["kv": [["secret": secret, "service": service]]]))
+        XCTAssertEqual(try agent(["sync", path]).status, 0)
+        let mount = try MountFixture(options: ["--read-only", "--service", service], inPodmanNamespace: Podman.isRootless)
+        defer { mount.unmount() }
+        let script = "cat /run/secrets/api-token"
+        var run = try Podman.run(["/bin/sh", "-c", script], options: ["-v", "\(mount.path):/run/secrets:ro"], rootfs: rootfs)
+        XCTAssertEqual(run.status, 0, "\(run)")
+        XCTAssertEqual(run.output, "first")
+        try lab.mustBao("kv", "put", secret, "api-token=second")
+        XCTAssertEqual(try agent(["sync", path]).status, 0)
+        run = try Podman.run(["/bin/sh", "-c", script], options: ["-v", "\(mount.path):/run/secrets:ro"], rootfs: rootfs)
+        XCTAssertEqual(run.output, "second", "\(run)")
+    }
+
     /// The agent replaces a service's items as one set: a reader that takes the set
     /// (kc exec, `Keychain.allValues`) sees every key of one version, never some of the
     /// next, however the writes and reads interleave.

@@ -43,7 +43,7 @@ install_link() {
 step 1 "the Debian packages kc needs (apt only for those missing)"
 bash "$root/Tools/install-deps.sh"
 
-step 2 "building kc, kc-mountd and kc-secretd (release: a few minutes on a small machine; seconds when nothing changed)"
+step 2 "building kc, kc-mountd, kc-secretd and kc-agent (release: a few minutes on a small machine; seconds when nothing changed)"
 # Every product at once, as the man page's generator builds them (step 6), so that
 # step finds them built. swift build's progress lines ([n/N] ..., fetching, Build
 # complete) go to the terminal; all of its output, warnings too, goes to the log.
@@ -83,7 +83,7 @@ else
         echo "  removed /usr/local/bin/kc-full (no front was built: kc is the full kc)" >&2
     fi
 fi
-for program in kc-mountd kc-secretd; do
+for program in kc-mountd kc-secretd kc-agent; do
     install_file 0755 "$bin/$program" "/usr/local/bin/$program"
 done
 # The credential helpers are kc itself under another name (it looks at argv[0]).
@@ -95,6 +95,8 @@ install_link kc /usr/local/bin/docker-credential-kc
 step 4 "the Secret Service kc-secretd, started by the session bus on first use (secret-tool, libsecret, python keyring)"
 install_file 0644 "$root/Tools/secret-service/org.freedesktop.secrets.service" /usr/local/share/dbus-1/services/org.freedesktop.secrets.service
 install_file 0644 "$root/Tools/systemd/kc-secretd.service" /usr/local/lib/systemd/user/kc-secretd.service
+# kc as OpenBao's agent: its user unit, not enabled (it needs a configuration first).
+install_file 0644 "$root/Tools/systemd/kc-agent.service" /usr/local/lib/systemd/user/kc-agent.service
 
 # The PAM module and its pam-auth-update profile: installed, not switched on. PAM looks
 # for modules in the folder that holds pam_unix.so.
@@ -130,6 +132,7 @@ if bash "$root/Tools/manpage.sh" "$root/.build/man/kc.1" >> "$log" 2>&1; then
 else
     echo "kc: the man page could not be generated (.build/setup-build.log); the completions are installed" >&2
 fi
+install_file 0644 "$root/docs/kc-agent.1" /usr/local/share/man/man1/kc-agent.1
 
 # The python keyring backend (Integrations/python), into the system python, where
 # Debian's keyring command and library find it (/usr/local/lib/python3.*/dist-packages).

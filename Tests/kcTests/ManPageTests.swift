@@ -21,6 +21,23 @@ final class ManPageTests: XCTestCase {
                               environment: ["PATH": "/usr/bin:/bin", "MANWIDTH": "80", "LANG": "C.UTF-8"])
     }
 
+    /// kc-agent's page (hand-written, docs/kc-agent.1): no warning, and every setting of
+    /// the configuration it documents is one the agent reads.
+    func testKcAgentsPageRendersWithoutWarningsAndNamesEverySetting() throws {
+        guard programExists("man") else { throw XCTSkip("man is not installed (package man-db)") }
+        let path = Self.repository.appendingPathComponent("docs/kc-agent.1").path
+        let rendered = try runCommand("/usr/bin/env", ["man", "--warnings", "-l", path],
+                                      environment: ["PATH": "/usr/bin:/bin", "MANWIDTH": "80", "LANG": "C.UTF-8"])
+        XCTAssertEqual(rendered.status, 0, "\(rendered)")
+        XCTAssertEqual(rendered.standardError, "", "man --warnings prints nothing")
+        let source = try String(contentsOfFile: Self.repository.appendingPathComponent("Sources/KCAgent/AgentConfiguration.swift").path, encoding: .utf8)
+        for setting in ["address", "addresses", "ca_file", "client_certificate", "client_key", "allow_plain_http", "auth",
+                        "poll_interval", "kv", "leases", "secret", "mount", "service", "access", "path", "method", "data"] {
+            XCTAssertTrue(rendered.output.contains(setting), "the page documents \(setting)")
+            XCTAssertTrue(source.contains("\"\(setting)\""), "the agent reads \(setting)")
+        }
+    }
+
     func testTheManPageRendersWithoutWarningsAndKeepsEverySentence() throws {
         let rendered = try rendered()
         XCTAssertEqual(rendered.status, 0, "\(rendered)")

@@ -255,6 +255,12 @@ public final class Agent {
             return try mirrorGone(index, keychain, why: metadata == nil ? "does not exist" : "version \(current) is deleted")
         }
         if kvStates[index].applied == current { return true }
+        // An older current version while the one mirrored is still listed: a node that
+        // has not caught up. Never go back; the next poll asks again.
+        if let applied = kvStates[index].applied, applied > current,
+           metadata?["data"]?["versions"]?[String(applied)] != nil {
+            return true
+        }
         let answer = try client.call("GET", "\(mapping.mount)/data/\(mapping.path)?version=\(current)", missingIsNil: true)
         guard let data = answer?["data"]?["data"], let members = data.object else {
             return try mirrorGone(index, keychain, why: "version \(current) is deleted")

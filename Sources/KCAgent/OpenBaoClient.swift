@@ -62,7 +62,10 @@ public final class OpenBaoClient {
     @discardableResult
     public func call(_ method: String, _ path: String, body: JSONValue? = nil, authenticated: Bool = true,
                      missingIsNil: Bool = false) throws(OpenBaoError) -> JSONValue? {
-        var headers = ["X-Vault-Request: true"]
+        // A standby answers reads from its own copy, which trails the active node's by
+        // up to a few hundred milliseconds (OpenBao 2.7): asked to forward them, it never
+        // hands the agent a version older than one already mirrored.
+        var headers = ["X-Vault-Request: true", "X-Vault-Inconsistent: forward-active-node"]
         if authenticated, let token { headers.append("X-Vault-Token: " + token) }
         var failures: [TransportError] = []
         var lastUnavailable: OpenBaoError? = nil

@@ -62,6 +62,7 @@ public struct AgentConfiguration: Sendable {
     }
 
     public static func load(path: String) throws(Problem) -> AgentConfiguration {
+        try checkTrusted(path, place: "")
         guard let contents = FileManager.default.contents(atPath: path) else {
             throw Problem(place: "", problem: "cannot read the configuration file '\(path)' (\(String(cString: strerror(errno)))); see 'man kc-agent' for its format")
         }
@@ -162,6 +163,24 @@ public struct AgentConfiguration: Sendable {
         return AgentConfiguration(addresses: addresses, tls: tls, auth: auth, pollInterval: interval, kv: kv, leases: leases)
     }
 
+    /// A file that decides where the credentials go (the configuration names the
+    /// server; the CA file decides whom to trust) must be the caller's or root's, and
+    /// writable by no one else, as OpenSSH's StrictModes asks of its files: another user
+    /// who could change it could send the AppRole's secret id to a server of theirs.
+    static func checkTrusted(_ path: String, place: String) throws(Problem) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw Problem(place: place, problem: "cannot read '\(path)' (\(String(cString: strerror(errno))))")
+        }
+        let owner = info.st_uid
+        if owner != geteuid() && owner != 0 {
+            throw Problem(place: place, problem: "'\(path)' belongs to uid \(owner), not to you or root: another user could point kc-agent at a server of theirs; use a file of your own")
+        }
+        if info.st_mode & (S_IWGRP | S_IWOTH) != 0 {
+            throw Problem(place: place, problem: "'\(path)' is writable by its group or by others: anyone who can change it could point kc-agent at a server of theirs; chmod go-w '\(path)'")
+        }
+    }
+
     static func checkAddress(_ address: String, place: String, plainHTTP: Bool) throws(Problem) {
         let lower = address.lowercased()
         if lower.hasPrefix("https://") {
@@ -248,6 +267,7 @@ public struct AgentConfiguration: Sendable {
             guard access(path, R_OK) == 0 else {
                 throw Problem(place: at(key), problem: "cannot read '\(path)' (\(String(cString: strerror(errno))))")
             }
+            try AgentConfiguration.checkTrusted(path, place: at(key))
             return path
         }
 

@@ -91,6 +91,9 @@ public final class HTTPTransport {
         _ = kc_curl_set_write_callback(handle) { data, size, count, context in
             guard let data, let context else { return 0 }
             let sink = Unmanaged<ResponseSink>.fromOpaque(context).takeUnretainedValue()
+            // No answer of OpenBao's is this big: a server that sends more is cut off
+            // (returning less than given makes libcurl fail the transfer).
+            guard sink.bytes.count + size * count <= ResponseSink.limit else { return 0 }
             sink.bytes.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
             return size * count
         }
@@ -122,5 +125,8 @@ public final class HTTPTransport {
 }
 
 private final class ResponseSink {
+    /// The most of one answer kept: 8 MiB (a KV secret holds at most what kc can: its
+    /// keys' values of up to 32767 bytes each).
+    static let limit = 8 << 20
     var bytes: [UInt8] = []
 }

@@ -35,6 +35,15 @@ func logLine(_ message: String) {
     _ = write(2, &line, line.count)
 }
 
+/// Secrets and the token pass through this process: no core file, no crash report
+/// printing memory, no ptrace or /proc/PID/mem by the user's other processes.
+func guardSecrets() {
+    var limit = rlimit(rlim_cur: 0, rlim_max: 0)
+    _ = setrlimit(Int32(RLIMIT_CORE.rawValue), &limit)
+    try? disableDumping()
+    try? disableCrashReports()
+}
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.isEmpty || arguments.contains("--help") || arguments.contains("-h") || arguments == ["help"] {
     print(usage, terminator: "")
@@ -68,14 +77,10 @@ case "check":
         print("lease: \(mapping.method) \(mapping.path) -> service \(mapping.service) at \(mapping.level.name), until the lease ends")
     }
 case "sync":
+    guardSecrets()
     exit(Agent(configuration: configuration, log: logLine).run(once: true))
 default:
-    // Secrets and the token pass through this process: no core file, no crash report
-    // printing memory, no ptrace or /proc/PID/mem by the user's other processes.
-    var limit = rlimit(rlim_cur: 0, rlim_max: 0)
-    _ = setrlimit(Int32(RLIMIT_CORE.rawValue), &limit)
-    try? disableDumping()
-    try? disableCrashReports()
+    guardSecrets()
     logLine("syncing \(configuration.kv.count) KV secret\(configuration.kv.count == 1 ? "" : "s") and \(configuration.leases.count) lease\(configuration.leases.count == 1 ? "" : "s") from \(configuration.addresses.joined(separator: ", "))")
     exit(Agent(configuration: configuration, log: logLine).run(once: false))
 }

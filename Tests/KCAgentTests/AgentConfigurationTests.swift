@@ -1,3 +1,4 @@
+import Foundation
 import KCAgent
 import KernelKeychain
 import XCTest
@@ -75,6 +76,38 @@ final class AgentConfigurationTests: XCTestCase {
             .hasPrefix("leases[0].method: 'DELETE' is not GET, POST or PUT"))
         XCTAssertTrue(problem(#"{"address": "https://b", \#(auth), "leases": [{"path": "pki/issue/web", "data": [1], "service": "s"}]}"#)
             .hasPrefix("leases[0].data: must be a JSON object"))
+    }
+
+    /// The file that says where the secret id goes, and the CA that says whom to trust,
+    /// must be the caller's (or root's) and writable by no one else.
+    func testAFileAnotherUserCouldChangeIsRefused() throws {
+        let folder = NSTemporaryDirectory() + "kc-agent-config-\(getpid())-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/agent.json"
+        let ca = folder + "/ca.pem"
+        XCTAssertTrue(FileManager.default.createFile(atPath: ca, contents: Data("-----BEGIN CERTIFICATE-----\n".utf8)))
+        let json = #"{"address": "https://b", "ca_file": "\#(ca)", \#(auth), "kv": [{"secret": "secret/a", "service": "s"}]}"#
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(json.utf8)))
+        XCTAssertEqual(chmod(path, 0o600), 0)
+        XCTAssertEqual(chmod(ca, 0o644), 0)
+        XCTAssertNoThrow(try AgentConfiguration.load(path: path))
+        XCTAssertEqual(chmod(path, 0o666), 0)
+        XCTAssertThrowsError(try AgentConfiguration.load(path: path)) { error in
+            XCTAssertTrue("\(error)".contains("is writable by its group or by others"), "\(error)")
+        }
+        XCTAssertEqual(chmod(path, 0o600), 0)
+        XCTAssertEqual(chmod(ca, 0o664), 0)
+        XCTAssertThrowsError(try AgentConfiguration.load(path: path)) { error in
+            XCTAssertTrue("\(error)".hasPrefix("ca_file: '\(ca)' is writable by its group or by others"), "\(error)")
+        }
+        if getuid() == 0 {
+            XCTAssertEqual(chmod(ca, 0o644), 0)
+            XCTAssertEqual(chown(path, 65534, 65534), 0)
+            XCTAssertThrowsError(try AgentConfiguration.load(path: path)) { error in
+                XCTAssertTrue("\(error)".contains("belongs to uid 65534, not to you or root"), "\(error)")
+            }
+        }
     }
 
     func testAValueBecomesTheBytesAProgramExpects() {

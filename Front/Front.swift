@@ -285,12 +285,38 @@ enum FullKC {
                 exit(127)
             }
             strcpy(slash + 1, UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self))
+            if reportingFailure { refuseIfAddressSpaceTooSmall(base) }
             execve(base, argv, environment)
             let error = CFront_errno()
             if !reportingFailure { exit(0) }
             StandardStream.report("kc: cannot run the full kc, ", base, ": ", strerror(error), "; check that kc is installed whole\n")
             exit(error == ENOENT || error == ENOTDIR ? 127 : 126)
         }
+    }
+}
+
+extension FullKC {
+    /// Under `ulimit -v` too small for the full kc, execve fails after the point of no
+    /// return and the kernel kills the process with SIGSEGV, before a word can be said.
+    /// So the front says it first: the full kc needs its file's size and about 8 MiB
+    /// more (its runtime's heap and the stack) of address space.
+    static func refuseIfAddressSpaceTooSmall(_ path: UnsafePointer<CChar>) {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_AS.rawValue), &limit) == 0, limit.rlim_cur != ~0 else { return }  // ~0: RLIM_INFINITY
+        var info = stat()
+        guard stat(path, &info) == 0 else { return }
+        let needed = UInt64(info.st_size) + 8 << 20
+        guard UInt64(limit.rlim_cur) < needed else { return }
+        var line = CText()
+        line.append("kc: the address-space limit (ulimit -v ")
+        line.append(decimal: UInt64(limit.rlim_cur) >> 10)
+        line.append(" KiB) is too small for the full kc, ")
+        line.append(path)
+        line.append(", which needs about ")
+        line.append(decimal: (needed >> 10) + 1)
+        line.append(" KiB; raise it (ulimit -v unlimited) and run kc again\n")
+        line.withCString { StandardStream.report($0) }
+        exit(126)
     }
 }
 

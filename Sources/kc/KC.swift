@@ -67,7 +67,8 @@ struct KC: ParsableCommand {
         // A check in validate() that already printed its line throws a bare ExitCode.
         if let message = fullMessage(for: error).split(separator: "\n").first.map(String.init) {
             if let first = CommandLine.arguments.dropFirst().first, !first.hasPrefix("-"), !commandNames.contains(first) {
-                standardError("kc: unknown command '\(first)'; see 'kc --help' for the commands")
+                let near = Suggestion.nearest(first, among: commandNames.filter { $0.count > 1 })
+                standardError("kc: unknown command '\(first)'" + (near.map { " (did you mean '\($0)'?)" } ?? "") + "; see 'kc --help' for the commands")
             } else {
                 standardError("kc: \(kcStyle(message)); see \(helpHint)")
             }

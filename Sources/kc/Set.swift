@@ -90,6 +90,12 @@ extension KC {
         var timeout: TimeoutChoice? { timeoutText.flatMap(TimeoutChoice.init) }
 
         func validate() throws {
+            // A misspelt option followed by its value leaves one name too many: the
+            // option, not a value in argv, is what the user got wrong.
+            if !valueArguments.isEmpty, let unknown = Suggestion.unknownOption(in: Array(CommandLine.arguments.dropFirst(2)), of: Self.self) {
+                let near = Suggestion.nearest(unknown, among: Suggestion.longOptions(of: Self.self))
+                throw ValidationError("unknown option '\(unknown)'" + (near.map { " (did you mean '\($0)'?)" } ?? ""))
+            }
             if !valueArguments.isEmpty {
                 throw ValidationError("values come from standard input, never from arguments (other users see those in ps, and your shell keeps them in its history); nothing was stored. Pipe the value: printf '%s' \"$VALUE\" | kc set \(item.service) \(item.key), or run kc set \(item.service) \(item.key) and type it at the prompt")
             }

@@ -360,7 +360,13 @@ final class FirstHourTests: KeyringTestCase {
             (["ls", "--lnog"], "kc: unknown option '--lnog' (did you mean '--long'?); see 'kc help ls'\n"),
             (["get", "s"], "kc: missing expected argument '<key>'; see 'kc help get'\n"),
             (["vault", "init", "--work-factor", "x"], "kc: the value 'x' is invalid for '--work-factor <factor>'; see 'kc help vault init'\n"),
-            (["gte", "s", "k"], "kc: unknown command 'gte'; see 'kc --help' for the commands\n"),
+            (["gte", "s", "k"], "kc: unknown command 'gte' (did you mean 'get'?); see 'kc --help' for the commands\n"),
+            (["lss"], "kc: unknown command 'lss' (did you mean 'ls'?); see 'kc --help' for the commands\n"),
+            (["frobnicate"], "kc: unknown command 'frobnicate'; see 'kc --help' for the commands\n"),
+            // A misspelt option with its value: the option is named, not "values come
+            // from standard input" for the name it left over.
+            (["set", "--acess", "always", "s", "k"], "kc: unknown option '--acess' (did you mean '--access'?); see 'kc help set'\n"),
+            (["set", "--timout", "1h", "s", "k"], "kc: unknown option '--timout' (did you mean '--timeout'?); see 'kc help set'\n"),
             (["--frob"], "kc: unknown option '--frob'; see 'kc --help'\n"),
         ]
         for testCase in cases {

@@ -112,6 +112,24 @@ final class FrontTests: KeyringTestCase {
         return TestQuota.hasRoom(forValueOf: 32767 + 2000) ? 32767 : max(4200, min(9000, free - 3000))
     }
 
+    /// Under `ulimit -v` too small for the full kc, the kernel would kill it at execve
+    /// with SIGSEGV before it said a word: the front says so instead, and what it serves
+    /// itself still works.
+    func testAnAddressSpaceLimitTooSmallForTheFullKcIsSaid() throws {
+        let front = try builtFront()
+        let service = uniqueService()
+        try Keychain(service: service).set("small", forKey: "k")
+        let size = (try FileManager.default.attributesOfItem(atPath: builtFullKC)[.size] as? NSNumber)?.intValue ?? 0
+        let kib = size / 1024  // the file alone: less than the full kc needs
+        let handed = try runCommand("/bin/bash", ["-c", "ulimit -v \(kib); exec \"$0\" ls", front])
+        XCTAssertEqual(handed.status, 126, "\(handed)")
+        XCTAssertTrue(handed.standardError.hasPrefix("kc: the address-space limit (ulimit -v \(kib) KiB) is too small for the full kc, "), handed.standardError)
+        XCTAssertTrue(handed.standardError.hasSuffix("; raise it (ulimit -v unlimited) and run kc again\n"), handed.standardError)
+        let served = try runCommand("/bin/bash", ["-c", "ulimit -v \(kib); exec \"$0\" get \"$1\" k", front, service])
+        XCTAssertEqual(served.status, 0, "\(served)")
+        XCTAssertEqual(served.output, "small")
+    }
+
     // MARK: What the front serves
 
     func testAnItemAtItsHomeLevelIsServedExactlyAsTheFullKcPrintsIt() throws {

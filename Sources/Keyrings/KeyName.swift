@@ -202,6 +202,22 @@ extension KeyName {
     public static func != (text: String, name: KeyName) -> Bool { !(name == text) }
 }
 
+extension Array where Element == KeyName {
+    /// Whether the names are, in order, `texts`' UTF-8 bytes, so that a list of names
+    /// compares with a list of `String`s as it did when names were `String`s
+    /// (`try keychain.allKeyNames() == expected`, `items().map(\.name) == names`).
+    public static func == (names: [KeyName], texts: [String]) -> Bool {
+        names.count == texts.count && zip(names, texts).allSatisfy { $0 == $1 }
+    }
+
+    /// ``==(_:_:)-([KeyName],[String])`` with the texts first.
+    public static func == (texts: [String], names: [KeyName]) -> Bool { names == texts }
+
+    public static func != (names: [KeyName], texts: [String]) -> Bool { !(names == texts) }
+
+    public static func != (texts: [String], names: [KeyName]) -> Bool { !(names == texts) }
+}
+
 extension Sequence where Element == KeyName {
     /// Whether one of the names is `text`'s UTF-8 bytes (see ``KeyName/==(_:_:)-(KeyName,String)``),
     /// so that `Keychain.services().contains(service)` reads as it did when names were `String`s.

@@ -101,4 +101,22 @@ final class StringNamesTests: KeyringTestCase {
         XCTAssertTrue(try keychain.items()[0].name == latin1)
         XCTAssertEqual(try keychain.string(forKey: latin1), "v")
     }
+
+    /// Lists of names compare with lists of `String`s, as tests written when names were
+    /// `String`s compare them (`try keychain.items().map(\.name) == ["a", "b"]`, and with
+    /// a `[String]` in a variable).
+    func testListsOfNamesCompareWithListsOfStrings() throws {
+        let service = uniqueService()
+        let keychain = try Keychain(service: service)
+        try keychain.set("1", forKey: "a")
+        try keychain.set("2", forKey: "b")
+        let expected = ["a", "b"]
+        XCTAssertTrue(try keychain.items().map(\.name) == ["a", "b"])
+        XCTAssertTrue(try keychain.items().map(\.name) == expected)
+        XCTAssertTrue(try keychain.allKeyNames() == expected)
+        XCTAssertTrue(try expected == keychain.allKeyNames())
+        XCTAssertTrue(try keychain.allKeyNames() != ["a"])
+        XCTAssertTrue(try keychain.allKeyNames() != ["b", "a"], "in order")
+        XCTAssertFalse(try [KeyName(bytes: [0x61, 0xff])] == ["a\u{FFFD}"], "a name that is not UTF-8 equals no String")
+    }
 }

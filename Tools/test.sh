@@ -21,10 +21,10 @@ cd "$root"
 swift build --build-tests
 bash "$root/Tools/build-pam.sh"
 # kc's front (docs/FRONT.md), beside the kc just built. It skips itself, with a message,
-# where the toolchain has no Embedded Swift; if it fails, the run goes on, its tests
-# skip, and the summary says so.
+# where the toolchain has no Embedded Swift; where it has, a front that does not compile
+# fails the run (after the tests, whose front suites skip: the summary says why).
 front_problem=""
-bash "$root/Tools/build-front.sh" || front_problem="the front (Front/) did not build: see above; FrontTests skipped"
+bash "$root/Tools/build-front.sh" || front_problem="the front (Front/) did not build: see above; its tests skipped, and the run fails"
 # The man page, for the test that renders it (ManPageTests).
 bash "$root/Tools/manpage.sh" "$root/.build/man/kc.1"
 # What the machine holds now, to check afterwards that the run left nothing behind.
@@ -49,7 +49,10 @@ summary="$root/.build/test-summary.txt"
     grep -E "^Test Case '.*' failed|: error: " "$root/.build/test-output.txt" | head -40 || true
 } > "$summary"
 [ "$status" -eq 0 ] || [ "$failed" -gt 0 ] || echo "swift test exited $status (a crash or a build problem: see above)" >> "$summary"
-[ -z "$front_problem" ] || echo "$front_problem" >> "$summary"
+if [ -n "$front_problem" ]; then
+    echo "$front_problem" >> "$summary"
+    status=1
+fi
 # The command-line suites once more with kc as installed: the front, which runs the full
 # kc beside it for what it does not serve (KC_TEST_THROUGH_FRONT; docs/FRONT.md).
 through_front="kcTests.(CLITests|EmptyValueTests|FastPathTests|FirstHourTests|SetKeepsTheItemTests|GetConventionsTests|ByteNameCLITests|DeadlineTests|ReadAuditTests|ExecTests|ExecBytesTests|UnprivilegedTests|ConcurrencyTests|VaultCommandTests|GitCredentialTests|DockerCredentialTests|TerminalPromptTests|ImportDuplicateTests|ExportImportTests|NoKernelCallTests|PasswordCommandTests|DoctorTests|ReplacedSetDoorsTests)"

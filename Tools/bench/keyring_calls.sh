@@ -4,6 +4,9 @@
 # the opens of /proc/keys that one operation makes, for:
 #   kc get S K                       an existing item, no vault
 #   kc set S K                       an existing item, value on stdin, no vault
+#   kc set S NEW                     a new item in an existing service, no vault
+#   kc set --timeout 1h S NEW        the same with a deadline
+#   kc set NEWS K                    the first item of a new service, no vault
 #   kc set S K (vault)               the same with a vault
 #   mount save (no vault)            printf new > MNT/S/K of an existing item
 #   mount save (vault)               the same, the daemon writing to a vault
@@ -155,6 +158,10 @@ printf 'value-0123456789' > "$work/value"
 XDG_DATA_HOME=$novault "$KC" set "$service" token < "$work/value"
 cli "kc get S K" "$novault" get "$service" token
 cli "kc set S K" "$novault" set "$service" token
+cli "kc set S NEW" "$novault" set "$service" new
+cli "kc set --timeout 1h S NEW" "$novault" set --timeout 1h "$service" new-timed
+cli "kc set NEWS K" "$novault" set "$service.new" token
+XDG_DATA_HOME=$novault "$KC" rm --yes "$service.new" >/dev/null
 mnt=$(mount_with "$novault")
 mounts+=("$mnt")
 mount_save "mount save (no vault)" "$mnt" "$service" token

@@ -85,7 +85,7 @@ func removeItem(service: KeyName, key: KeyName, group: String?, owner: String?) 
         throw ExitStatus.notFound
     }
     // The service stays, emptied: removing an item never removes its service, at any
-    // door (the README's design notes). 'kc rm SERVICE' removes it.
+    // door (docs/DESIGN-NOTES.md). 'kc rm SERVICE' removes it.
 }
 
 /// `kc rm SERVICE`: the service and every item of it, once confirmed. Only the

@@ -73,7 +73,9 @@ public struct ExampleMarkupError: Error, CustomStringConvertible, Sendable {
 
 public enum DocumentedExamples {
     /// The markdown files whose examples the suite runs, relative to the checkout.
-    public static let files = ["README.md", "docs/INTEGRATIONS.md"]
+    public static let files = ["README.md", "docs/INTEGRATIONS.md", "docs/CONTAINERS.md", "docs/FLEET.md",
+                               "docs/SECRET-SERVICE.md", "docs/SHARING.md", "docs/VAULT.md", "docs/SWIFT.md",
+                               "docs/DESIGN-NOTES.md", "docs/TESTING.md"]
 
     /// The checkout this test was built from.
     public static var checkout: String {

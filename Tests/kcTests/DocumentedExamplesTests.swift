@@ -2,7 +2,7 @@ import Foundation
 import KCTestSupport
 import XCTest
 
-/// The README's and docs/INTEGRATIONS.md's shell examples print what the docs show: each
+/// The README's and docs/'s shell examples print what the docs show: each
 /// block of `$ command` lines runs in a sandbox (throwaway accounts, fresh keyrings, a
 /// home of its own, the built kc) and its output is compared with the docs, in the
 /// notation of docs/EXAMPLES.md. `KC_DOC_EXAMPLES=README.md:189,docs/INTEGRATIONS.md:99`
@@ -22,6 +22,14 @@ final class DocumentedExamplesTests: KeyringTestCase {
 
     func testTheIntegrationsExamplesPrintWhatDocsIntegrationsShows() throws {
         try runExamples(of: "docs/INTEGRATIONS.md")
+    }
+
+    /// The topics the README points to (docs/CONTAINERS.md, docs/VAULT.md, ...): their
+    /// examples run wherever they moved.
+    func testTheTopicPagesExamplesPrintWhatTheyShow() throws {
+        for file in DocumentedExamples.files where file != "README.md" && file != "docs/INTEGRATIONS.md" {
+            try runExamples(of: file)
+        }
     }
 
     // MARK: Helpers

@@ -89,6 +89,16 @@ extension Keychain {
     /// `--ephemeral` in the kernel only.
     internal static func replaceExisting(_ value: [UInt8], forKey key: KeyName, of own: OwnService,
                                          in journal: some ItemJournal, savingUnkept: Bool = false) throws(KeychainError) -> Bool {
+        var probed: [ServiceKeyring]? = nil
+        return try replaceExisting(value, forKey: key, of: own, in: journal, savingUnkept: savingUnkept, probed: &probed)
+    }
+
+    /// ``replaceExisting(_:forKey:of:in:savingUnkept:)``; when there is no such item,
+    /// `probed` holds the service's keyrings the search looked through, for the store
+    /// that follows to plan with.
+    internal static func replaceExisting(_ value: [UInt8], forKey key: KeyName, of own: OwnService,
+                                         in journal: some ItemJournal, savingUnkept: Bool,
+                                         probed: inout [ServiceKeyring]?) throws(KeychainError) -> Bool {
         try journal.withLock { () throws(KeychainError) in
             // Where the journal keeps the item at the home level only, a home hit is
             // at that level: the kernel has a ring there, and a search from the home
@@ -96,7 +106,7 @@ extension Keychain {
             let levels = journal.keptLevels(of: key, in: own.name)
             let saves = !levels.isEmpty || (savingUnkept && journal.persists)
             let homeIsExact = levels == [own.home]
-            guard let located = try own.locate(key, exactLevel: saves && !homeIsExact) else { return false }
+            guard let located = try own.locate(key, exactLevel: saves && !homeIsExact, probed: &probed) else { return false }
             let record = located.deadlineRecord
             var changes: [ItemChange] = []
             if saves, let level = located.accessibility ?? (homeIsExact ? own.home : nil) {
@@ -315,8 +325,9 @@ extension Keychain {
 
 extension OwnService {
     /// ``store(_:forKey:until:)`` of a value held in an array.
-    func storeCopy(_ value: [UInt8], forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
-        try value.withValueBytes { bytes throws(KeychainError) in try store(bytes, forKey: key, until: deadline) }
+    func storeCopy(_ value: [UInt8], forKey key: KeyName, until deadline: Deadline?,
+                   absentFrom probed: [ServiceKeyring]? = nil) throws(KeychainError) {
+        try value.withValueBytes { bytes throws(KeychainError) in try store(bytes, forKey: key, until: deadline, absentFrom: probed) }
     }
 }
 

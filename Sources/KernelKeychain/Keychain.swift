@@ -423,16 +423,21 @@ public struct Keychain: Sendable, Hashable {
                 let keepsAll = !choosesAccessibility && keepsDeadline
                 // Everything kept: the mount's save. It found no item if it returns false.
                 let saved = keepsAll && !isEphemeral && accessGroup == nil
-                if saved, try Self.replaceExisting(value, forKey: key, of: own, in: journal, savingUnkept: true) { return }
+                // Where the item is looked for once and found nowhere, the service's
+                // keyrings that search went through plan the write (no second probe).
+                var probed: [ServiceKeyring]? = nil
+                if saved, try Self.replaceExisting(value, forKey: key, of: own, in: journal, savingUnkept: true, probed: &probed) { return }
                 if chosenLevel == nil || chosenThisDeviceOnly == nil || keepsDeadline {
-                    var existing = saved ? nil : try own.locate(key, exactLevel: true)
+                    var existing = saved ? nil : try own.locate(key, exactLevel: true, probed: &probed)
                     // A saved item the kernel lacks (a new login session, a reboot): with
                     // the vault unlocked it is loaded first, as a read would, so that what
                     // this write keeps of it is what it was; locked, its file's level is kept.
                     let keptLevels = existing == nil ? journal.keptLevels(of: key, in: own.name) : []
                     if !keptLevels.isEmpty, (try? Vault.reloadIfKept(key, in: own.name)) == true {
-                        existing = try own.locate(key, exactLevel: true)
+                        probed = nil
+                        existing = try own.locate(key, exactLevel: true, probed: &probed)
                     }
+                    if existing != nil { probed = nil }
                     if let level = existing?.accessibility ?? keptLevels.first {
                         home = Accessibility(level: chosenLevel ?? level.level, thisDeviceOnly: chosenThisDeviceOnly ?? level.isThisDeviceOnly)
                     }
@@ -446,7 +451,7 @@ public struct Keychain: Sendable, Hashable {
                     changes = [.saved(JournaledItem(service: own.name, name: key, accessibility: home, deadline: effective, value: value))]
                 }
                 try journal.record(changes) { () throws(KeychainError) in
-                    try target.storeCopy(value, forKey: key, until: effective)
+                    try target.storeCopy(value, forKey: key, until: effective, absentFrom: probed)
                 }
             }
         }

@@ -21,25 +21,41 @@ extension OwnService {
     /// `forReading`: only to read the item, so a recent owner check of its keyring
     /// stands (``RecentOwnerChecks``).
     func locate(_ key: KeyName, exactLevel: Bool = false, forReading: Bool = false) throws(KeychainError) -> LocatedItem? {
+        var probed: [ServiceKeyring]? = nil
+        return try locate(key, exactLevel: exactLevel, forReading: forReading, probed: &probed)
+    }
+
+    /// ``locate(_:exactLevel:forReading:)``; when it finds nothing, `probed` is every
+    /// keyring of the service, which it had to look through: a write that follows plans
+    /// with them instead of probing again (see ``store(_:forKey:until:absentFrom:)``).
+    func locate(_ key: KeyName, exactLevel: Bool = false, forReading: Bool = false,
+                probed: inout [ServiceKeyring]?) throws(KeychainError) -> LocatedItem? {
         // The common case, kept free of collections: on this path in a short-lived
         // process the runtime's first generic-type lookups cost more than the syscalls.
         var home: KeySerial? = nil
+        var foundHome: KeySerial? = nil
         var homeInfo: KeyDescription? = nil
         if let anchor = try self.home.anchor.serialForReading(),
            let found = try ServiceKeyring.findDescribed(ringDescription(self.home.marker), under: anchor,
                                                         trustingRecentCheck: forReading && !exactLevel) {
             home = found.serial
+            foundHome = found.serial
             homeInfo = found.info
             if exactLevel, try !Placement.isLinked(found.serial, in: anchor) { home = nil }
         }
         if let home, let item = try Placement.search(ring: home, for: key) {
             return LocatedItem(ring: home, item: item, accessibility: exactLevel ? self.home : nil, ringInfo: homeInfo)
         }
-        for ring in try ServiceKeyring.rings(of: name, startingWith: self.home) where ring.serial != home {
+        // The home keyring the search above found and checked is not searched for again.
+        let rings = try ServiceKeyring.rings(of: name, startingWith: self.home, knownFirst: foundHome)
+        for ring in rings where ring.serial != home {
             if let item = try Placement.search(ring: ring.serial, for: key) {
                 return LocatedItem(ring: ring.serial, item: item, accessibility: ring.accessibility)
             }
         }
+        // The home hit counts as one of the rings only where it is linked there directly
+        // (the probe checked that): a ring nested in the home anchor is in `rings` anyway.
+        probed = rings
         return nil
     }
 
@@ -61,9 +77,27 @@ extension OwnService {
     /// A removal of the empty service bars its keyrings while it reads them (see
     /// ``removeIfEmpty()``): a write refused by such a bar waits it out and is made again.
     func store(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) {
+        try store(bytes, forKey: key, until: deadline, absentFrom: nil)
+    }
+
+    /// ``store(_:forKey:until:)`` planned from a locate that found the item nowhere, in
+    /// `absentFrom` (every keyring of the service, probed once): there is nothing to
+    /// update at home and nothing to gather, so the write goes straight to adding the
+    /// key, into the rings already found. A copy another writer made meanwhile is
+    /// settled as any race between writers is: the lowest serial is kept afterwards.
+    func store(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?,
+               absentFrom probed: [ServiceKeyring]?) throws(KeychainError) {
+        // The plan holds for the first attempt only: a removal's bar that sends the
+        // write round again has changed what the service's keyrings are.
+        var plan = probed
         try waitingOutBars { () throws(KeychainError) in
-            if accessGroup == nil, try updateAtHome(bytes, forKey: key, until: deadline) { return }
-            for _ in 1...8 where try storeNew(bytes, forKey: key, until: deadline) { return }
+            var known = plan
+            plan = nil
+            if known == nil, accessGroup == nil, try updateAtHome(bytes, forKey: key, until: deadline) { return }
+            for _ in 1...8 {
+                if try storeNew(bytes, forKey: key, until: deadline, probed: known) { return }
+                known = nil  // the plan did not hold: probe again
+            }
             // Each time the service's keyring was gone before the key could go in (a
             // removal of the whole service, eight times over): nothing was stored.
             throw KeychainError(KeyctlError(.noKey, call: "add_key"))
@@ -78,8 +112,10 @@ extension OwnService {
     /// meanwhile, having read it empty before the key came, drops only its own link: the
     /// keyring lives on with the key, the key is possessed through it (so its
     /// permissions can be set), and ``putBack(_:heldIn:)`` puts it back.
-    private func storeNew(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?) throws(KeychainError) -> Bool {
-        let probed = try ServiceKeyring.rings(of: name, startingWith: home)
+    private func storeNew(_ bytes: UnsafeRawBufferPointer, forKey key: KeyName, until deadline: Deadline?,
+                          probed known: [ServiceKeyring]? = nil) throws(KeychainError) -> Bool {
+        let probed: [ServiceKeyring]
+        if let known { probed = known } else { probed = try ServiceKeyring.rings(of: name, startingWith: home) }
         if probed.isEmpty, accessGroup == nil, try storeInNewService(bytes, forKey: key, until: deadline) {
             // A first writer at another level may have made the service there meanwhile,
             // with its own copy: the same rule as below keeps one.
@@ -89,7 +125,8 @@ extension OwnService {
         }
         let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home, probed: probed.isEmpty ? nil : probed)
         let sharing = try sharingForWrite(rings: rings.map(\.serial))
-        let previous = try gather(key, into: homeRing, from: rings)
+        // Planned from a locate that found no copy: none to gather.
+        let previous = known == nil ? try gather(key, into: homeRing, from: rings) : nil
         let previousRecord = previous.flatMap { DeadlineRecords.record(of: $0) }
         let holder = SpecialKeyring.thread.serial
         do throws(KeyctlError) {

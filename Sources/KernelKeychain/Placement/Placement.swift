@@ -167,6 +167,8 @@ internal enum Placement {
 
     /// After a write: one copy stays, the one with the lowest serial.
     static func keepOneCopy(of key: KeyName, in rings: [ServiceKeyring]) throws(KeychainError) {
+        // One keyring holds one key of a name: nothing to settle.
+        guard rings.count > 1 else { return }
         let found = try copies(of: key, in: rings)
         guard found.count > 1, let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return }
         try unlink(found.filter { $0.item != keep.item })

@@ -135,13 +135,19 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// search and the listing (its service's whole set replaced in one step,
     /// ``OwnService/replaceContents(_:until:)``): the probe is made again, so that a
     /// service being replaced is never reported missing.
+    ///
+    /// `knownFirst`: the keyring a search from `first`'s anchor just found and checked
+    /// (a locate's home hit), taken as that search's answer rather than searched for again.
     static func rings(of service: KeyName, startingWith first: Accessibility = .whenUnlocked,
-                      stopAtFirst: Bool = false, trustingRecentCheck: Bool = false) throws(KeychainError) -> [ServiceKeyring] {
+                      stopAtFirst: Bool = false, trustingRecentCheck: Bool = false,
+                      knownFirst: KeySerial? = nil) throws(KeychainError) -> [ServiceKeyring] {
         var rings: [ServiceKeyring] = []
+        var known = knownFirst
         for _ in 0..<8 {
             var unplaced: Swift.Set<KeySerial> = []
             rings = try probeRings(of: service, startingWith: first, stopAtFirst: stopAtFirst,
-                                   trustingRecentCheck: trustingRecentCheck, unplaced: &unplaced)
+                                   trustingRecentCheck: trustingRecentCheck, knownFirst: known, unplaced: &unplaced)
+            known = nil
             unplaced.subtract(rings.map(\.serial))
             if unplaced.isEmpty { return rings }
         }
@@ -152,14 +158,21 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// found but not linked directly in the anchor searched go into `unplaced` (nested
     /// in it, to be found under their own anchor, or displaced).
     private static func probeRings(of service: KeyName, startingWith first: Accessibility, stopAtFirst: Bool,
-                                   trustingRecentCheck: Bool, unplaced: inout Swift.Set<KeySerial>) throws(KeychainError) -> [ServiceKeyring] {
+                                   trustingRecentCheck: Bool, knownFirst: KeySerial?,
+                                   unplaced: inout Swift.Set<KeySerial>) throws(KeychainError) -> [ServiceKeyring] {
         var rings: [ServiceKeyring] = []
         for anchor in Anchor.probeOrder(startingWith: first.anchor) {
             guard let anchorSerial = try anchor.serialForReading() else { continue }
             var linked: [KeySerial]? = nil
             for marker in ServiceMarker.probeOrder(startingWith: first.marker) {
-                guard let ring = try find(service: service, marker: marker, under: anchorSerial,
-                                          trustingRecentCheck: stopAtFirst && trustingRecentCheck) else { continue }
+                let ring: KeySerial
+                if let knownFirst, anchor == first.anchor, marker == first.marker {
+                    ring = knownFirst
+                } else {
+                    guard let found = try find(service: service, marker: marker, under: anchorSerial,
+                                               trustingRecentCheck: stopAtFirst && trustingRecentCheck) else { continue }
+                    ring = found
+                }
                 if stopAtFirst { return [ServiceKeyring(serial: ring, anchor: anchor, marker: marker)] }
                 if linked == nil {
                     do { linked = try anchorSerial.linkedKeys() } catch { throw KeychainError(error) }

@@ -111,8 +111,22 @@ public final class Agent {
     private func refusalReported(_ place: String, _ body: () throws -> Bool) throws -> Bool {
         do {
             return try body()
-        } catch let error as OpenBaoError where !error.isOutage && !error.isBadToken {
+        } catch let error as OpenBaoError where !error.isOutage {
+            // A 403 is a bad token or a policy that denies this path: OpenBao says
+            // "permission denied" for both. The token's own lookup tells them apart, so
+            // one denied secret neither costs a login per poll nor stops the others.
+            if error.isBadToken, try !tokenStillValid() { throw error }
             report("\(place): \(error)")
+            return false
+        }
+    }
+
+    /// Whether OpenBao still accepts the token (its lookup of itself succeeds).
+    private func tokenStillValid() throws -> Bool {
+        switch attempt("GET", "auth/token/lookup-self") {
+        case .success: return true
+        case .failure(let error):
+            if error.isOutage { throw error }
             return false
         }
     }
@@ -162,7 +176,12 @@ public final class Agent {
                 try login(now: now)
                 return
             }
-            try storeToken(client.token ?? "", ttl: ttl, now: now)
+            if case .appRole = configuration.auth {
+                try storeToken(client.token ?? "", ttl: ttl, now: now)
+            } else {
+                // The user's own token item (maybe kept in the vault) is left as they stored it.
+                schedule(ttl: ttl, now: now)
+            }
         case .failure(let error):
             if error.isOutage { throw error }
             log("renewing the token was refused (\(error)); logging in again")
@@ -178,7 +197,7 @@ public final class Agent {
 
     private func login(now: Int64) throws {
         guard case .appRole(let mount, let service, _) = configuration.auth else {
-            throw Stop.waitFor("no valid OpenBao token in kc: store one with 'kc set \(configuration.auth.service) token' (standard input)")
+            throw Stop.waitFor("no token in kc that OpenBao accepts: store a valid one with 'kc set \(configuration.auth.service) token' (standard input)")
         }
         guard now >= nextLogin else { throw Stop.waitFor(waiting ?? "waiting to log in again") }
         let keychain = try Keychain(service: service)
@@ -214,11 +233,13 @@ public final class Agent {
         tokenRenewal = ttl > 0 ? now + max(ttl * 2 / 3, 1) : nil
     }
 
+    /// Forgets a token OpenBao refused. The agent's own (from an AppRole login) goes
+    /// from kc too; one the user stored (the token method) is theirs to replace.
     private func dropToken() {
         client.token = nil
         tokenEnd = nil
         tokenRenewal = nil
-        _ = try? authKeychain().remove("token")
+        if case .appRole = configuration.auth { _ = try? authKeychain().remove("token") }
     }
 
     // MARK: KV version 2

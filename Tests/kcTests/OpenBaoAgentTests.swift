@@ -360,6 +360,55 @@ final class OpenBaoAgentTests: OpenBaoTestCase {
         XCTAssertEqual(try value(service, "good"), "1")
     }
 
+    /// A secret the token's policy denies (403 "permission denied", as for a bad token)
+    /// is named in one line; the token is kept, no new login is made each poll, and the
+    /// secrets after it are mirrored. With a token the user stored (the token method),
+    /// the agent never removes it. (Found by the hostile review of issue 38.)
+    func testASecretThePolicyDeniesIsNamedAndNeitherCostsALoginNorTheToken() throws {
+        let lab = try lab()
+        let denied = uniqueSecret("denied"), allowed = uniqueSecret("allowed")
+        let policy = "kc-deny-\(getpid())-\(UUID().uuidString.prefix(6))"
+        let written = try lab.bao(["policy", "write", policy, "-"], input: Array("""
+            path "secret/data/*" { capabilities = ["read"] }
+            path "secret/metadata/*" { capabilities = ["read"] }
+            path "\(denied.replacingOccurrences(of: "secret/", with: "secret/data/"))" { capabilities = ["deny"] }
+            """.utf8))
+        XCTAssertEqual(written.status, 0, "\(written)")
+        let role = "kc-deny-\(getpid())-\(UUID().uuidString.prefix(6))"
+        try lab.mustBao("write", "auth/approle/role/\(role)", "token_policies=\(policy)")
+        try lab.mustBao("kv", "put", denied, "pw=x")
+        try lab.mustBao("kv", "put", allowed, "user=alice")
+        let auth = uniqueService("auth")
+        let keychain = try Keychain(service: auth).accessibility(.afterFirstUnlock)
+        try keychain.set(try lab.mustBao("read", "-field=role_id", "auth/approle/role/\(role)/role-id"), forKey: "role_id")
+        try keychain.set(try lab.mustBao("write", "-f", "-field=secret_id", "auth/approle/role/\(role)/secret-id"), forKey: "secret_id")
+        let deniedService = uniqueService("denied"), allowedService = uniqueService("allowed")
+        let kv: [[String: Any]] = [["secret": denied, "service": deniedService], ["secret": allowed, "service": allowedService]]
+        let agent = try AgentProcess(config: try writeConfig(config(lab, auth: auth, ["kv": kv, "poll_interval": "100ms"])))
+        defer { agent.stop() }
+        XCTAssertTrue(waitUntil(seconds: 30) { (try? self.value(allowedService, "user")) == "alice" }, agent.log)
+        let token = try value(auth, "token")
+        usleep(1_500_000)  // fifteen polls
+        agent.stop()
+        XCTAssertEqual(agent.log.components(separatedBy: "logged in").count, 2, "one login: \(agent.log)")
+        XCTAssertEqual(agent.log.components(separatedBy: "kv[0]: OpenBao refused \(denied.replacingOccurrences(of: "secret/", with: "secret/metadata/"))").count
+                       + agent.log.components(separatedBy: "kv[0]: OpenBao refused \(denied.replacingOccurrences(of: "secret/", with: "secret/data/"))").count, 3,
+                       "named once: \(agent.log)")
+        XCTAssertEqual(try value(auth, "token"), token)
+        XCTAssertFalse(try Keychain(service: deniedService).serviceExists())
+
+        // The token method: the user's token, refused for one secret, stays in kc.
+        let userAuth = uniqueService("user-token")
+        let userToken = try lab.mustBao("token", "create", "-policy=\(policy)", "-ttl=1h", "-field=token")
+        try Keychain(service: userAuth).set(userToken, forKey: "token")
+        var tokenConfig = config(lab, auth: userAuth, ["kv": kv])
+        tokenConfig["auth"] = ["method": "token", "service": userAuth]
+        let result = try self.agent(["sync", try writeConfig(tokenConfig, name: "token.json")])
+        XCTAssertEqual(result.status, 1, "\(result)")
+        XCTAssertEqual(try value(userAuth, "token"), userToken, "the user's token is theirs: \(result.standardError)")
+        XCTAssertEqual(try value(allowedService, "user"), "alice")
+    }
+
     /// Sealed, OpenBao serves nothing: the items kc holds stay readable, the agent says
     /// what it waits for, and carries on once unsealed.
     func testASealedOpenBaoLeavesTheItemsReadableAndTheAgentSaysWhatItWaitsFor() throws {

@@ -38,6 +38,11 @@ public final class Agent {
         var mountChecked = false
         var applied: Int64? = nil
         var problem: String? = nil
+        /// The token may read the secret's data but not its metadata: poll the data.
+        var dataOnly = false
+        /// A version that could not be kept, and when it is tried again.
+        var failedVersion: Int64? = nil
+        var retryAt: Int64 = 0
     }
 
     struct LeaseState {
@@ -155,7 +160,7 @@ public final class Agent {
                 client.token = stored
                 switch attempt("GET", "auth/token/lookup-self") {
                 case .success(let answer):
-                    schedule(ttl: answer?["data"]?["ttl"]?.integer ?? 0, now: now)
+                    schedule(ttl: answer?["data"]?["ttl"]?.seconds ?? 0, now: now)
                     return
                 case .failure(let error):
                     guard error.isBadToken else { throw error }
@@ -169,7 +174,7 @@ public final class Agent {
         guard let renewal = tokenRenewal, now >= renewal else { return }
         switch attempt("POST", "auth/token/renew-self", body: .object([:])) {
         case .success(let answer):
-            let ttl = answer?["auth"]?["lease_duration"]?.integer ?? 0
+            let ttl = answer?["auth"]?["lease_duration"]?.seconds ?? 0
             // A renewal capped by the token's max TTL gives less each time: once what is
             // left is short, a new login gives a whole TTL again.
             if case .appRole = configuration.auth, ttl > 0, ttl < 3 * Int64(configuration.pollInterval.components.seconds + 1) {
@@ -217,7 +222,7 @@ public final class Agent {
         guard let token = answer?["auth"]?["client_token"]?.string else {
             throw OpenBaoError.malformed(path: "auth/\(mount)/login", what: "no auth.client_token")
         }
-        try storeToken(token, ttl: answer?["auth"]?["lease_duration"]?.integer ?? 0, now: now)
+        try storeToken(token, ttl: answer?["auth"]?["lease_duration"]?.seconds ?? 0, now: now)
         log("logged in to OpenBao at \(client.currentAddress) with AppRole; token kept in kc as \(service)/token")
     }
 
@@ -268,31 +273,61 @@ public final class Agent {
             kvStates[index].mountChecked = true
         }
         let keychain = try Keychain(service: mapping.service).accessibility(mapping.level).ephemeral()
-        let metadata = try client.call("GET", "\(mapping.mount)/metadata/\(mapping.path)", missingIsNil: true)
-        let current = metadata?["data"]?["current_version"]?.integer ?? 0
-        let entry = metadata?["data"]?["versions"]?[String(current)]
-        let deleted = (entry?["deletion_time"]?.string ?? "") != "" || entry?["destroyed"]?.bool == true
-        if metadata == nil || current == 0 || deleted {
-            return try mirrorGone(index, keychain, why: metadata == nil ? "does not exist" : "version \(current) is deleted")
+        var current: Int64 = 0
+        var members: [String: JSONValue]? = nil
+        if !kvStates[index].dataOnly {
+            switch attempt("GET", "\(mapping.mount)/metadata/\(mapping.path)") {
+            case .success(let metadata):
+                current = metadata?["data"]?["current_version"]?.integer ?? 0
+                let versions = metadata?["data"]?["versions"]
+                let entry = versions?[String(current)]
+                let deleted = (entry?["deletion_time"]?.string ?? "") != "" || entry?["destroyed"]?.bool == true
+                if current == 0 || deleted { return try mirrorGone(index, keychain, why: "version \(current) is deleted") }
+                if kvStates[index].applied == current { return true }
+                // An older current version while the one mirrored is still listed: a node
+                // that has not caught up. Never go back; the next poll asks again.
+                if let applied = kvStates[index].applied, applied > current, versions?[String(applied)] != nil { return true }
+                if let failed = kvStates[index].failedVersion, failed == current, Deadline.now < kvStates[index].retryAt { return false }
+                let answer = try client.call("GET", "\(mapping.mount)/data/\(mapping.path)?version=\(current)", missingIsNil: true)
+                guard let object = answer?["data"]?["data"]?.object else {
+                    return try mirrorGone(index, keychain, why: "version \(current) is deleted")
+                }
+                members = object
+            case .failure(.refused(_, 404, let messages)) where messages.isEmpty:
+                return try mirrorGone(index, keychain, why: "does not exist")
+            case .failure(let error):
+                if error.isOutage { throw error }
+                // A policy that lets the token read the secret's data and not its metadata
+                // (a common least-privilege one): the data's own answer carries the version.
+                guard error.isBadToken, try tokenStillValid() else { throw error }
+                kvStates[index].dataOnly = true
+                log("kv[\(index)]: the token may not read \(mapping.mount)/metadata/\(mapping.path); polling \(mapping.mount)/data/\(mapping.path) instead")
+            }
         }
-        if kvStates[index].applied == current { return true }
-        // An older current version while the one mirrored is still listed: a node that
-        // has not caught up. Never go back; the next poll asks again.
-        if let applied = kvStates[index].applied, applied > current,
-           metadata?["data"]?["versions"]?[String(applied)] != nil {
-            return true
+        if kvStates[index].dataOnly {
+            guard let answer = try client.call("GET", "\(mapping.mount)/data/\(mapping.path)", missingIsNil: true),
+                  let object = answer["data"]?["data"]?.object else {
+                return try mirrorGone(index, keychain, why: "is deleted or does not exist")
+            }
+            current = answer["data"]?["metadata"]?["version"]?.integer ?? 0
+            if kvStates[index].applied == current { return true }
+            if let failed = kvStates[index].failedVersion, failed == current, Deadline.now < kvStates[index].retryAt { return false }
+            members = object
         }
-        let answer = try client.call("GET", "\(mapping.mount)/data/\(mapping.path)?version=\(current)", missingIsNil: true)
-        guard let data = answer?["data"]?["data"], let members = data.object else {
-            return try mirrorGone(index, keychain, why: "version \(current) is deleted")
-        }
+        guard let members else { return false }
         let items = members.keys.sorted().map { (key: KeyName($0), value: members[$0]!.itemBytes) }
         if let error = Self.problem(with: items) ?? replacing(keychain, with: items, until: nil).map({ "\($0)" }) {
-            report("kv[\(index)]: '\(mapping.secret)' version \(current) cannot be kept in kc: \(error); service '\(mapping.service)' keeps \(kvStates[index].applied.map { "version \($0)" } ?? "what it held")")
+            // Not fetched and tried again at every poll (a version over the key quota
+            // would fill it each time, and fail the user's own writes meanwhile): a minute
+            // later, or at once for a newer version.
+            kvStates[index].failedVersion = current
+            kvStates[index].retryAt = Deadline.now + 60
+            log("kv[\(index)]: '\(mapping.secret)' version \(current) cannot be kept in kc: \(error); service '\(mapping.service)' keeps \(kvStates[index].applied.map { $0 == 0 ? "nothing" : "version \($0)" } ?? "what it held"); trying again in a minute or at the next version")
             return false
         }
         log("\(mapping.secret) version \(current) -> service \(mapping.service) (\(items.count) item\(items.count == 1 ? "" : "s"))")
         kvStates[index].applied = current
+        kvStates[index].failedVersion = nil
         return true
     }
 
@@ -336,7 +371,7 @@ public final class Agent {
         if let leaseID = state.leaseID, state.renewable, let end = state.end, now < end {
             switch attempt("PUT", "sys/leases/renew", body: .object(["lease_id": .string(leaseID)])) {
             case .success(let answer):
-                let duration = answer?["lease_duration"]?.integer ?? 0
+                let duration = answer?["lease_duration"]?.seconds ?? 0
                 if duration > 0 {
                     let newEnd = now + duration
                     // Renewed to no later than before (the lease's max TTL): issued anew.
@@ -368,9 +403,11 @@ public final class Agent {
         guard let members = answer?["data"]?.object else {
             throw OpenBaoError.malformed(path: mapping.path, what: "no data in the answer")
         }
-        let duration = answer?["lease_duration"]?.integer ?? 0
+        let duration = answer?["lease_duration"]?.seconds ?? 0
         var end: Int64? = duration > 0 ? now + duration : nil
-        if end == nil, let expiration = members["expiration"]?.integer, expiration > now { end = expiration }
+        if end == nil, let expiration = members["expiration"]?.integer, expiration > now {
+            end = now + min(expiration - now, JSONValue.longestSeconds)
+        }
         let items = members.keys.sorted().filter { members[$0]?.isNull == false }.map { (key: KeyName($0), value: members[$0]!.itemBytes) }
         if let error = Self.problem(with: items) ?? replacing(keychain, with: items, until: end.map { Deadline(secondsSinceEpoch: $0) }).map({ "\($0)" }) {
             state.renewAt = now + 60

@@ -62,11 +62,32 @@ public struct AgentConfiguration: Sendable {
     }
 
     public static func load(path: String) throws(Problem) -> AgentConfiguration {
-        try checkTrusted(path, place: "")
-        guard let contents = FileManager.default.contents(atPath: path) else {
+        // Checked and read through one descriptor: a file swapped in after the check
+        // is not the one read.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
             throw Problem(place: "", problem: "cannot read the configuration file '\(path)' (\(String(cString: strerror(errno)))); see 'man kc-agent' for its format")
         }
-        return try parse(Array(contents))
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            throw Problem(place: "", problem: "cannot read the configuration file '\(path)' (\(String(cString: strerror(errno))))")
+        }
+        try checkTrusted(info, path: path, place: "")
+        try checkFolder(of: path, place: "")
+        var contents: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else {
+                throw Problem(place: "", problem: "cannot read the configuration file '\(path)' (\(String(cString: strerror(errno))))")
+            }
+            if count == 0 { break }
+            contents += buffer[..<count]
+            if contents.count > 1 << 20 { throw Problem(place: "", problem: "'\(path)' is over 1 MiB: not a kc-agent configuration") }
+        }
+        return try parse(contents)
     }
 
     public static func parse(_ bytes: [UInt8]) throws(Problem) -> AgentConfiguration {
@@ -172,6 +193,27 @@ public struct AgentConfiguration: Sendable {
         guard stat(path, &info) == 0 else {
             throw Problem(place: place, problem: "cannot read '\(path)' (\(String(cString: strerror(errno))))")
         }
+        try checkTrusted(info, path: path, place: place)
+        // libcurl opens the CA and certificate files again at each connection: the
+        // folder must not let another user put a file of theirs in its place.
+        try checkFolder(of: path, place: place)
+    }
+
+    /// The folder holding a trusted file: the caller's or root's, and writable by no one
+    /// else unless sticky (as /tmp is: then no one else may rename or remove the file).
+    static func checkFolder(of path: String, place: String) throws(Problem) {
+        let folder: String
+        if let slash = path.lastIndex(of: "/") { folder = slash == path.startIndex ? "/" : String(path[..<slash]) } else { folder = "." }
+        var info = stat()
+        guard stat(folder, &info) == 0 else { return }
+        let owner = info.st_uid
+        let othersMayWrite = info.st_mode & (S_IWGRP | S_IWOTH) != 0 && info.st_mode & S_ISVTX == 0
+        if (owner != geteuid() && owner != 0) || othersMayWrite {
+            throw Problem(place: place, problem: "'\(path)' is in '\(folder)', which \(othersMayWrite ? "its group or others may write" : "belongs to uid \(owner)"): another user could put a file of theirs in its place; keep it in a folder of your own")
+        }
+    }
+
+    static func checkTrusted(_ info: stat, path: String, place: String) throws(Problem) {
         let owner = info.st_uid
         if owner != geteuid() && owner != 0 {
             throw Problem(place: place, problem: "'\(path)' belongs to uid \(owner), not to you or root: another user could point kc-agent at a server of theirs; use a file of your own")

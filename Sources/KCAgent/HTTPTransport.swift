@@ -118,9 +118,28 @@ public final class HTTPTransport {
             for index in sink.bytes.indices { sink.bytes[index] = 0 }
             let detail = String(cString: errorBuffer)
             let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
-            throw TransportError(address: url, reason: reason)
+            throw TransportError(address: url, reason: Self.withoutTiming(reason))
         }
         return HTTPResponse(status: kc_curl_response_code(handle), body: sink.bytes)
+    }
+}
+
+extension HTTPTransport {
+    /// libcurl's message without the time it took ("Failed to connect to ... after 3 ms:
+    /// ..."), so that one outage reads the same at every poll and is said once.
+    static func withoutTiming(_ message: String) -> String {
+        var words = message.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+        var index = 0
+        while index + 2 < words.count {
+            if words[index] == "after", Int(words[index + 1]) != nil, words[index + 2].hasPrefix("ms") {
+                let rest = String(words[index + 2].dropFirst(2))  // "ms:" keeps its ':'
+                words.removeSubrange(index...(index + 2))
+                if !rest.isEmpty, index > 0 { words[index - 1] += rest }
+                continue
+            }
+            index += 1
+        }
+        return words.joined(separator: " ")
     }
 }
 

@@ -66,6 +66,16 @@ public enum JSONValue: Sendable, Equatable, Codable {
         }
     }
 
+    /// The longest time a kernel key's timeout can say (an unsigned 32-bit count of
+    /// seconds): what any TTL or lease a server sends is held to.
+    public static let longestSeconds = Int64(UInt32.max - 2)
+
+    /// A duration in seconds (a TTL, a lease), held to 0 ... ``longestSeconds`` so that
+    /// no answer, however odd, overflows the arithmetic done with it.
+    public var seconds: Int64? {
+        integer.map { min(max($0, 0), Self.longestSeconds) }
+    }
+
     /// The bytes an item holds for this value: a string as its UTF-8 bytes, a list of
     /// strings (a certificate chain) one per line, anything else as compact JSON.
     public var itemBytes: [UInt8] {

@@ -32,6 +32,14 @@ public enum OpenBaoError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The HTTP status OpenBao answered with, where it answered.
+    public var status: Int? {
+        switch self {
+        case .unavailable(_, let status, _), .refused(_, let status, _): status
+        case .unreachable, .malformed: nil
+        }
+    }
+
     /// OpenBao refused the token itself (expired, revoked, or never valid).
     public var isBadToken: Bool {
         guard case .refused(_, let status, let messages) = self else { return false }

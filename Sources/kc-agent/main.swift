@@ -44,6 +44,14 @@ func guardSecrets() {
     try? disableCrashReports()
 }
 
+/// Plain HTTP trusts every local user: while OpenBao is down or restarting, any of them
+/// may listen on its port and be sent the token, then the AppRole's ids.
+func warnAboutPlainHTTP() {
+    for address in configuration.addresses where address.lowercased().hasPrefix("http://") {
+        logLine("\(address) is plain HTTP: the token and the secrets cross it unencrypted, and while OpenBao is down any local user listening on its port is sent the token; use https with \"ca_file\"")
+    }
+}
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.isEmpty || arguments.contains("--help") || arguments.contains("-h") || arguments == ["help"] {
     print(usage, terminator: "")
@@ -78,9 +86,11 @@ case "check":
     }
 case "sync":
     guardSecrets()
+    warnAboutPlainHTTP()
     exit(Agent(configuration: configuration, log: logLine).run(once: true))
 default:
     guardSecrets()
+    warnAboutPlainHTTP()
     logLine("syncing \(configuration.kv.count) KV secret\(configuration.kv.count == 1 ? "" : "s") and \(configuration.leases.count) lease\(configuration.leases.count == 1 ? "" : "s") from \(configuration.addresses.joined(separator: ", "))")
     exit(Agent(configuration: configuration, log: logLine).run(once: false))
 }

@@ -1,5 +1,5 @@
 import Foundation
-import KCAgent
+@testable import KCAgent
 import KernelKeychain
 import XCTest
 
@@ -115,5 +115,22 @@ final class AgentConfigurationTests: XCTestCase {
         XCTAssertEqual(JSONValue.array([.string("-----A-----"), .string("-----B-----")]).itemBytes, Array("-----A-----\n-----B-----".utf8))
         XCTAssertEqual(JSONValue.integer(42).itemBytes, Array("42".utf8))
         XCTAssertEqual(JSONValue.object(["b": .bool(true), "a": .null]).itemBytes, Array(#"{"a":null,"b":true}"#.utf8))
+    }
+
+    /// A TTL or lease of any size a server sends is held to what a kernel timeout says,
+    /// so no arithmetic on it overflows (the review's server sent Int64.max).
+    func testAnyTTLIsHeldToWhatTheKernelCanSay() {
+        XCTAssertEqual(JSONValue.integer(Int64.max).seconds, JSONValue.longestSeconds)
+        XCTAssertEqual(JSONValue.integer(-5).seconds, 0)
+        XCTAssertEqual(JSONValue.string("3600").seconds, 3600)
+        XCTAssertEqual(JSONValue.number(1e300).seconds, nil)
+    }
+
+    /// One outage reads the same at every poll: libcurl's elapsed time is left out.
+    func testAnOutageMessageHasNoTiming() {
+        XCTAssertEqual(HTTPTransport.withoutTiming("Failed to connect to 127.0.0.1 port 8200 after 3 ms: Couldn't connect to server"),
+                       "Failed to connect to 127.0.0.1 port 8200: Couldn't connect to server")
+        XCTAssertEqual(HTTPTransport.withoutTiming("Connection timed out after 2001 milliseconds"),
+                       "Connection timed out after 2001 milliseconds")
     }
 }

@@ -409,6 +409,34 @@ final class OpenBaoAgentTests: OpenBaoTestCase {
         XCTAssertEqual(try value(allowedService, "user"), "alice")
     }
 
+    /// The least-privilege policy most applications get, read on secret/data/* and
+    /// nothing on secret/metadata/*: the agent polls the data itself, and mirrors.
+    /// (Found by the hostile review of issue 38: it logged in again at every poll.)
+    func testAPolicyThatReadsDataButNotMetadataStillMirrors() throws {
+        let lab = try lab()
+        let secret = uniqueSecret()
+        let policy = "kc-data-\(getpid())-\(UUID().uuidString.prefix(6))"
+        let written = try lab.bao(["policy", "write", policy, "-"], input: Array("path \"secret/data/*\" { capabilities = [\"read\"] }\n".utf8))
+        XCTAssertEqual(written.status, 0, "\(written)")
+        let role = "kc-data-\(getpid())-\(UUID().uuidString.prefix(6))"
+        try lab.mustBao("write", "auth/approle/role/\(role)", "token_policies=\(policy)")
+        try lab.mustBao("kv", "put", secret, "x=1")
+        let auth = uniqueService("auth")
+        let keychain = try Keychain(service: auth).accessibility(.afterFirstUnlock)
+        try keychain.set(try lab.mustBao("read", "-field=role_id", "auth/approle/role/\(role)/role-id"), forKey: "role_id")
+        try keychain.set(try lab.mustBao("write", "-f", "-field=secret_id", "auth/approle/role/\(role)/secret-id"), forKey: "secret_id")
+        let service = uniqueService("data-only")
+        let agent = try AgentProcess(config: try writeConfig(config(lab, auth: auth, ["kv": [["secret": secret, "service": service]], "poll_interval": "100ms"])))
+        defer { agent.stop() }
+        XCTAssertTrue(waitUntil(seconds: 30) { (try? self.value(service, "x")) == "1" }, agent.log)
+        try lab.mustBao("kv", "put", secret, "x=2")
+        XCTAssertTrue(waitUntil(seconds: 10) { (try? self.value(service, "x")) == "2" }, agent.log)
+        try lab.mustBao("kv", "delete", secret)
+        XCTAssertTrue(waitUntil(seconds: 10) { (try? Keychain(service: service).serviceExists()) == false }, agent.log)
+        XCTAssertEqual(agent.log.components(separatedBy: "logged in").count, 2, "one login: \(agent.log)")
+        XCTAssertTrue(agent.log.contains("polling secret/data/"), agent.log)
+    }
+
     /// Sealed, OpenBao serves nothing: the items kc holds stay readable, the agent says
     /// what it waits for, and carries on once unsealed.
     func testASealedOpenBaoLeavesTheItemsReadableAndTheAgentSaysWhatItWaitsFor() throws {

@@ -33,6 +33,8 @@ public final class Agent {
     private var reported = Swift.Set<String>()
     /// When the next login may be tried after one was refused.
     private var nextLogin: Int64 = 0
+    /// The services the agent made (and so may replace and remove).
+    private var mirrors = MirrorRecord()
 
     struct KVState {
         var mountChecked = false
@@ -278,7 +280,10 @@ public final class Agent {
         if !kvStates[index].dataOnly {
             switch attempt("GET", "\(mapping.mount)/metadata/\(mapping.path)") {
             case .success(let metadata):
-                current = metadata?["data"]?["current_version"]?.integer ?? 0
+                guard let version = metadata?["data"]?["current_version"]?.integer else {
+                    throw OpenBaoError.malformed(path: "\(mapping.mount)/metadata/\(mapping.path)", what: "no data.current_version")
+                }
+                current = version
                 let versions = metadata?["data"]?["versions"]
                 let entry = versions?[String(current)]
                 let deleted = (entry?["deletion_time"]?.string ?? "") != "" || entry?["destroyed"]?.bool == true
@@ -316,6 +321,15 @@ public final class Agent {
         }
         guard let members else { return false }
         let items = members.keys.sorted().map { (key: KeyName($0), value: members[$0]!.itemBytes) }
+        if !mirrors.contains(mapping.service) {
+            // A service the user made (or a mistyped one that happens to exist) is not
+            // the agent's to replace.
+            if try keychain.serviceExists() {
+                report("kv[\(index)]: service '\(mapping.service)' exists and kc-agent did not make it: its items are not replaced; name another service, or remove it (kc rm \(mapping.service)) to let the agent mirror \(mapping.secret) there")
+                return false
+            }
+            try mirrors.add(mapping.service)
+        }
         if let error = Self.problem(with: items) ?? replacing(keychain, with: items, until: nil).map({ "\($0)" }) {
             // Not fetched and tried again at every poll (a version over the key quota
             // would fill it each time, and fail the user's own writes meanwhile): a minute
@@ -352,9 +366,14 @@ public final class Agent {
     private func mirrorGone(_ index: Int, _ keychain: Keychain, why: String) throws -> Bool {
         let mapping = configuration.kv[index]
         if kvStates[index].applied == 0 { return true }
-        if try keychain.serviceExists() {
-            try keychain.removeAll()
-            log("\(mapping.secret) \(why): service \(mapping.service) removed")
+        if mirrors.contains(mapping.service) {
+            if try keychain.serviceExists() {
+                try keychain.removeAll()
+                log("\(mapping.secret) \(why): service \(mapping.service) removed")
+            }
+            mirrors.remove(mapping.service)
+        } else if kvStates[index].applied == nil {
+            report("kv[\(index)]: \(mapping.secret) \(why); service '\(mapping.service)' is left as it is (kc-agent did not make it)")
         }
         kvStates[index].applied = 0
         return true
@@ -388,6 +407,15 @@ public final class Agent {
                 if error.isOutage { throw error }
                 log("\(mapping.path): renewing the lease was refused (\(error)); asking for a new one")
             }
+        }
+        if !mirrors.contains(mapping.service) {
+            if try keychain.serviceExists() {
+                state.renewAt = now + 60
+                leaseStates[index] = state
+                report("leases[\(index)]: service '\(mapping.service)' exists and kc-agent did not make it: its items are not replaced; name another service, or remove it (kc rm \(mapping.service))")
+                return false
+            }
+            try mirrors.add(mapping.service)
         }
         var answer: JSONValue?
         switch attempt(mapping.method, mapping.path, body: mapping.method == "GET" ? nil : (mapping.data ?? .object([:]))) {

@@ -224,6 +224,9 @@ public struct AgentConfiguration: Sendable {
     }
 
     static func checkAddress(_ address: String, place: String, plainHTTP: Bool) throws(Problem) {
+        if address.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7f }) {
+            throw Problem(place: place, problem: "'\(address.debugDescription.dropFirst().dropLast())' has a space or control character: not an address")
+        }
         let lower = address.lowercased()
         if lower.hasPrefix("https://") {
             if address.count <= "https://".count { throw Problem(place: place, problem: "'\(address)' names no host") }

@@ -30,8 +30,20 @@ func fail(_ message: String, status: Int32 = 64) -> Never {
     exit(status)
 }
 
+/// One line on standard error. Key names and a server's messages come from outside:
+/// a control character in them is shown as \xNN, so none can forge a line of the log
+/// or move a terminal's cursor.
 func logLine(_ message: String) {
-    var line = Array(("kc-agent: " + message + "\n").utf8)
+    var line = Array("kc-agent: ".utf8)
+    for byte in message.utf8 {
+        if byte < 0x20 || byte == 0x7f {
+            let hex = Array("0123456789abcdef".utf8)
+            line += [UInt8(ascii: "\\"), UInt8(ascii: "x"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+        } else {
+            line.append(byte)
+        }
+    }
+    line.append(UInt8(ascii: "\n"))
     _ = write(2, &line, line.count)
 }
 

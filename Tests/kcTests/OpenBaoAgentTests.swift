@@ -437,6 +437,32 @@ final class OpenBaoAgentTests: OpenBaoTestCase {
         XCTAssertTrue(agent.log.contains("polling secret/data/"), agent.log)
     }
 
+    /// A configuration that names a service the user already keeps items in (or a
+    /// mistyped secret that does not exist, beside such a service) never takes those
+    /// items over: the agent says so and leaves them. (Found by the hostile review.)
+    func testAServiceTheUserMadeIsNeverTakenOver() throws {
+        let lab = try lab()
+        let secret = uniqueSecret()
+        try lab.mustBao("kv", "put", secret, "token=from-bao")
+        let mine = uniqueService("mine")
+        try Keychain(service: mine).set("my own", forKey: "token")
+        try Keychain(service: mine).set("also mine", forKey: "other")
+        let auth = try storeCredentials(lab)
+        var result = try agent(["sync", try writeConfig(config(lab, auth: auth, ["kv": [["secret": secret, "service": mine]]]))])
+        XCTAssertEqual(result.status, 1, "\(result)")
+        XCTAssertTrue(result.standardError.contains("service '\(mine)' exists and kc-agent did not make it: its items are not replaced"), result.standardError)
+        XCTAssertEqual(try value(mine, "token"), "my own")
+        XCTAssertEqual(try value(mine, "other"), "also mine")
+        result = try agent(["sync", try writeConfig(config(lab, auth: auth, ["kv": [["secret": secret + "-typo", "service": mine]]]), name: "typo.json")])
+        XCTAssertTrue(result.standardError.contains("is left as it is (kc-agent did not make it)"), result.standardError)
+        XCTAssertEqual(try value(mine, "token"), "my own")
+        // Removed by the user, the service is the agent's to make.
+        try Keychain(service: mine).removeAll()
+        result = try agent(["sync", try writeConfig(config(lab, auth: auth, ["kv": [["secret": secret, "service": mine]]]), name: "again.json")])
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertEqual(try value(mine, "token"), "from-bao")
+    }
+
     /// Sealed, OpenBao serves nothing: the items kc holds stay readable, the agent says
     /// what it waits for, and carries on once unsealed.
     func testASealedOpenBaoLeavesTheItemsReadableAndTheAgentSaysWhatItWaitsFor() throws {

@@ -124,6 +124,7 @@ final class AgentProcess {
         FileManager.default.createFile(atPath: logPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: builtFolder + "/kc-agent")
         process.arguments = ["run", config]
+        process.environment = agentEnvironment(config: config)
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle(forWritingAtPath: logPath)
@@ -146,6 +147,14 @@ final class AgentProcess {
     }
 
     deinit { stop() }
+}
+
+/// The environment kc-agent runs with in the tests: the record of the services it made
+/// (`$XDG_STATE_HOME/kc/agent-services`) in the test's folder, beside the configuration.
+func agentEnvironment(config: String) -> [String: String] {
+    var environment = ProcessInfo.processInfo.environment
+    environment["XDG_STATE_HOME"] = URL(fileURLWithPath: config).deletingLastPathComponent().path + "/state"
+    return environment
 }
 
 /// Polls `condition` every 20 ms for up to `seconds`.
@@ -204,7 +213,7 @@ class OpenBaoTestCase: KeyringTestCase {
     }
 
     func agent(_ arguments: [String]) throws -> CommandResult {
-        try runCommand(builtFolder + "/kc-agent", arguments)
+        try runCommand(builtFolder + "/kc-agent", arguments, environment: agentEnvironment(config: arguments.last ?? folder + "/x"))
     }
 
     /// A unique KV path below secret/.

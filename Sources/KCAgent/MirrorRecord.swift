@@ -15,9 +15,8 @@ struct MirrorRecord {
     private(set) var services: Swift.Set<String>
 
     init() {
-        let environment = ProcessInfo.processInfo.environment
-        let state = environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
-            ?? ((environment["HOME"] ?? "/") + "/.local/state")
+        let state = ProcessInfo.processInfo.environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+            ?? ((ProcessInfo.processInfo.environment["HOME"] ?? "/") + "/.local/state")
         path = state + "/kc/agent-services"
         let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
         services = Swift.Set(text.split(separator: "\n").map(String.init))

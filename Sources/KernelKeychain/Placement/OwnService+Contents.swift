@@ -56,13 +56,7 @@ extension OwnService {
             throw KeychainError(error)
         }
         for other in rings where !(other.anchor == home.anchor && other.marker == home.marker) {
-            DeadlineRecords.forget((try? other.serial.linkedKeys()) ?? [])
-            do throws(KeyctlError) {
-                _ = try unlessGone { () throws(KeyctlError) in try other.serial.clear() }
-            } catch {
-                throw KeychainError(error)
-            }
-            _ = try unlinkIgnoringGone(other.serial, from: other.anchor.serial())
+            try clearAndDetach(other)
         }
     }
 }

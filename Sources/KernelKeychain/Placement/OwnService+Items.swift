@@ -429,15 +429,19 @@ extension OwnService {
     }
 
     private func removeAllInTurn() throws(KeychainError) {
-        for ring in try ServiceKeyring.rings(of: name, startingWith: home) {
-            DeadlineRecords.forget((try? ring.serial.linkedKeys()) ?? [])
-            do throws(KeyctlError) {
-                _ = try unlessGone { () throws(KeyctlError) in try ring.serial.clear() }
-            } catch {
-                throw KeychainError(error)
-            }
-            _ = try unlinkIgnoringGone(ring.serial, from: ring.anchor.serial())
+        for ring in try ServiceKeyring.rings(of: name, startingWith: home) { try clearAndDetach(ring) }
+    }
+
+    /// Empties one of the service's keyrings (its items' deadline records first) and
+    /// unlinks it from its anchor.
+    func clearAndDetach(_ ring: ServiceKeyring) throws(KeychainError) {
+        DeadlineRecords.forget((try? ring.serial.linkedKeys()) ?? [])
+        do throws(KeyctlError) {
+            _ = try unlessGone { () throws(KeyctlError) in try ring.serial.clear() }
+        } catch {
+            throw KeychainError(error)
         }
+        _ = try unlinkIgnoringGone(ring.serial, from: ring.anchor.serial())
     }
 
     /// Moves a found item (at `level`) into `target`'s keyring at that level under the

@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 import PackageDescription
 #if canImport(Glibc)
 import Glibc
@@ -42,6 +42,7 @@ let package = Package(
     products: [
         .library(name: "KernelKeychain", targets: ["KernelKeychain"]),
         .library(name: "Keyrings", targets: ["Keyrings"]),
+        .library(name: "KeyringCore", targets: ["KeyringCore"]),
         .library(name: "KeychainFS", targets: ["KeychainFS"]),
         .library(name: "KCIntegrations", targets: ["KCIntegrations"]),
         .executable(name: "kc", targets: ["kc"]),
@@ -57,10 +58,21 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CKeyutils", pkgConfig: "libkeyutils",
                        providers: [.apt(["libkeyutils-dev"])]),
+        // The keyring core (docs/DESIGN-NOTES.md, "One core for both programs"): the rules
+        // and kernel calls the full kc and the front share. Tools/build-front.sh compiles
+        // these same files into the front with Embedded Swift; here they are an ordinary
+        // module, held to what Embedded Swift accepts so that a normal build keeps them
+        // fit for the front.
+        .target(
+            name: "KeyringCore",
+            dependencies: ["CKeyutils"],
+            swiftSettings: [.treatWarning("EmbeddedRestrictions", as: .error)]
+        ),
         .target(
             name: "Keyrings",
             dependencies: [
                 "CKeyutils",
+                "KeyringCore",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -76,7 +88,7 @@ let package = Package(
         // Linux calls glibc does not wrap (openat2, for the vault's reads that must not
         // cross into a mount): a module map and one header, no library.
         .systemLibrary(name: "CLinux"),
-        .target(name: "KernelKeychain", dependencies: ["Keyrings", "Age", "CLinux", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "KernelKeychain", dependencies: ["Keyrings", "KeyringCore", "Age", "CLinux", .product(name: "Crypto", package: "swift-crypto")]),
         .systemLibrary(name: "CFuse3", pkgConfig: "fuse3",
                        providers: [.apt(["libfuse3-dev"])]),
         .target(
@@ -92,11 +104,12 @@ let package = Package(
         // credential server, podman's secret driver, kc exec's environment): a library,
         // so their parsers and codecs are tested in-process. No Foundation, no
         // ArgumentParser: `git-credential-kc get` starts as fast as `kc get`.
-        .target(name: "KCIntegrations", dependencies: ["KernelKeychain", "Keyrings"]),
+        .target(name: "KCIntegrations", dependencies: ["KernelKeychain", "Keyrings", "KeyringCore"]),
         .executableTarget(
             name: "kc",
             dependencies: [
                 "KCIntegrations",
+                "KeyringCore",
                 "KernelKeychain",
                 "Keyrings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -156,6 +169,7 @@ let package = Package(
         .target(name: "KCTestSupport", dependencies: ["KernelKeychain", "Keyrings"], path: "Tests/KCTestSupport"),
         .testTarget(name: "AgeTests", dependencies: ["Age", .product(name: "Crypto", package: "swift-crypto")], resources: [.copy("Vectors")]),
         .testTarget(name: "KeyringsTests", dependencies: ["Keyrings", "KCTestSupport"]),
+        .testTarget(name: "KeyringCoreTests", dependencies: ["KeyringCore", "Keyrings", "KCTestSupport"]),
         .testTarget(name: "KernelKeychainTests", dependencies: ["KernelKeychain", "Keyrings", "KCTestSupport"]),
         .testTarget(name: "KCIntegrationsTests", dependencies: ["KCIntegrations", "KernelKeychain", "Keyrings", "KCTestSupport"]),
         .testTarget(name: "KeychainFSTests", dependencies: ["KeychainFS", "KernelKeychain", "Keyrings", "KCTestSupport"]),

@@ -1,4 +1,4 @@
-import CFront
+import CKeyutils
 
 // The credential helpers' `get` in the front (docs/FRONT.md, "The credential helpers"):
 // run as git-credential-kc or docker-credential-kc (links to kc), the front answers the
@@ -41,7 +41,7 @@ enum CredentialHelper {
     func serveGet(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>,
                   environment: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
         guard isPlainGet(argc: argc, argv: argv),
-              UserNamespace.isInitial, let vaultRoot = Vault.defaultRoot, Vault.isAbsent(at: vaultRoot)
+              InitialUserNamespace.contains == true, let vaultRoot = Vault.defaultRoot, Vault.isAbsent(at: vaultRoot)
         else { return }
         // The full kc turns core dumps off before anything (Sources/kc/KC.swift).
         let callersLimit = CoreDumps.disable()
@@ -83,7 +83,7 @@ enum CredentialHelper {
     /// `kc: WHAT: REASON` on standard output (where its clients read errors), exit 1.
     /// For a read of standard input that failed, this is the full kc's message.
     fileprivate func fail(_ what: StaticString, _ error: Int32) -> Never {
-        var line = CText()
+        var line = ByteText()
         line.append(self == .git ? "kc: git-credential-kc: " : "kc: ")
         line.append(what)
         line.append(": ")
@@ -127,9 +127,9 @@ struct HelperStandardInput {
     /// Reads as the full kc reads; the errno of a read that failed (not EINTR), or nil.
     mutating func read(stoppingAtBlankLine: Bool) -> Int32? {
         while count < capacity {
-            let got = CFront.read(0, base + count, capacity - count)
+            let got = CKeyutils.read(0, base + count, capacity - count)
             if got < 0 {
-                let error = CFront_errno()
+                let error = CKeyutils_errno()
                 if error == EINTR { continue }
                 return error
             }
@@ -196,7 +196,7 @@ enum GitCredentialGet {
     }
 
     /// The answer if it is certain (written, with the status to exit with), else `handOver`.
-    static func serve(_ input: UnsafeRawBufferPointer, vaultRoot: CText) -> HelperOutcome {
+    static func serve(_ input: UnsafeRawBufferPointer, vaultRoot: ByteText) -> HelperOutcome {
         guard let request = parse(input) else { return .handOver }
         // Nothing to answer for (no protocol, no host or path, a host with a `/`, a name
         // too long): the full kc answers nothing and exits 0 without a keyring call.
@@ -217,7 +217,7 @@ enum GitCredentialGet {
             guard let only = users.first else { return .exit(0) }
             user = only
         }
-        guard let passwordName = CredentialNames.item(user) else { return .exit(0) }
+        guard let passwordName = CredentialNameCodec.item(user) else { return .exit(0) }
         var refreshName = passwordName
         refreshName.append(contentsOf: refreshSuffix)
         guard refreshName.count <= 255 else { return .exit(0) }
@@ -242,7 +242,7 @@ enum GitCredentialGet {
         return answered.flatMap { $0 } ?? .handOver
     }
 
-    private static let refreshSuffix: [UInt8] = staticBytes("%oauth_refresh_token")
+    private static let refreshSuffix: [UInt8] = byteArray("%oauth_refresh_token")
 
     /// `username=`, `password=` and `oauth_refresh_token=` lines, written in one write;
     /// `handOver` if a value holds a line feed or a NUL, which the full kc refuses with
@@ -316,13 +316,13 @@ enum GitCredentialGet {
         guard let protocolName = request.protocolName, !protocolName.isEmpty else { return nil }
         let host = request.host ?? []
         guard !host.isEmpty || request.path != nil, !host.contains(UInt8(ascii: "/")) else { return nil }
-        var name = staticBytes("git:")
-        CredentialNames.appendEncoded(protocolName, escapingColon: true, to: &name)
+        var name = byteArray("git:")
+        CredentialNameCodec.appendEncoded(protocolName, escapingColon: true, to: &name)
         name.append(UInt8(ascii: ":"))
-        CredentialNames.appendEncoded(host, to: &name)
+        CredentialNameCodec.appendEncoded(host, to: &name)
         if let path = request.path {
-            name.append(contentsOf: staticBytes("%2F"))
-            CredentialNames.appendEncoded(path, to: &name)
+            name.append(contentsOf: byteArray("%2F"))
+            CredentialNameCodec.appendEncoded(path, to: &name)
         }
         return name.count <= 255 ? name : nil
     }
@@ -338,7 +338,7 @@ enum GitCredentialGet {
             if itemName.count > refreshSuffix.count, itemName.suffix(refreshSuffix.count).elementsEqual(refreshSuffix) {
                 itemName.removeLast(refreshSuffix.count)
             }
-            guard let user = CredentialNames.decode(itemName), CredentialNames.item(user) == itemName,
+            guard let user = CredentialNameCodec.decode(itemName), CredentialNameCodec.item(user) == itemName,
                   !users.contains(user) else { continue }
             users.append(user)
         }
@@ -354,21 +354,21 @@ enum GitCredentialGet {
 enum DockerCredentialGet {
     /// The answer (or "not found") if it is certain (written, with the status to exit
     /// with), else `handOver`.
-    static func serve(_ input: UnsafeRawBufferPointer, vaultRoot: CText) -> HelperOutcome {
+    static func serve(_ input: UnsafeRawBufferPointer, vaultRoot: ByteText) -> HelperOutcome {
         // `serverURL(in:)`: without the white space around it; none at all is an error.
         let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
         guard let first = input.firstIndex(where: { !isSpace($0) }), let last = input.lastIndex(where: { !isSpace($0) })
         else { return .handOver }
         let server = Array(input[first...last])
-        var service = staticBytes("docker:")
-        CredentialNames.appendEncoded(server, to: &service)
+        var service = byteArray("docker:")
+        CredentialNameCodec.appendEncoded(server, to: &service)
         guard service.count <= 255, !service.contains(0) else { return .handOver }
         var keyrings = CredentialService(service, vaultRoot: vaultRoot)
         guard let names = keyrings.itemNames() else { return .handOver }
         for name in names {
-            guard let user = CredentialNames.decode(name) else { continue }
+            guard let user = CredentialNameCodec.decode(name) else { continue }
             // A name the full kc refuses to read (made with keyctl) is its to report.
-            guard isItemName(name) else { return .handOver }
+            guard NameRules.isValid(name) else { return .handOver }
             let found = keyrings.lookup(name)
             switch found {
             case .uncertain: return .handOver
@@ -388,30 +388,21 @@ enum DockerCredentialGet {
         var output: [UInt8] = []
         // Room for the longest escaping up front: a reallocation would leave a copy.
         output.reserveCapacity((secret.count + server.count + user.count) * 6 + 64)
-        output.append(contentsOf: staticBytes(#"{"ServerURL":"#))
+        output.append(contentsOf: byteArray(#"{"ServerURL":"#))
         server.withUnsafeBytes { appendString($0, to: &output) }
-        output.append(contentsOf: staticBytes(#","Username":"#))
+        output.append(contentsOf: byteArray(#","Username":"#))
         user.withUnsafeBytes { appendString($0, to: &output) }
-        output.append(contentsOf: staticBytes(#","Secret":"#))
+        output.append(contentsOf: byteArray(#","Secret":"#))
         appendString(secret, to: &output)
-        output.append(contentsOf: staticBytes("}\n"))
+        output.append(contentsOf: byteArray("}\n"))
         let written = output.withUnsafeBytes { StandardStream.write($0, to: 1) }
         output.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
         return .exit(written ? 0 : 1)
     }
 
-    private static func isUTF8(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBytes { isUTF8($0) } }
+    private static func isUTF8(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBytes { NameRules.isUTF8($0) } }
 
-    /// Well-formed UTF-8, as `String(validating:as: UTF8.self)` takes it.
-    private static func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        var index = 0
-        while index < bytes.count {
-            let length = CText.wellFormedLength(bytes, at: index)
-            guard length > 0 else { return false }
-            index += length
-        }
-        return true
-    }
+    private static func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool { NameRules.isUTF8(bytes) }
 
     /// `StrictJSON.appendString` for UTF-8 bytes.
     private static func appendString(_ bytes: UnsafeRawBufferPointer, to output: inout [UInt8]) {
@@ -432,84 +423,16 @@ enum DockerCredentialGet {
         }
         output.append(UInt8(ascii: "\""))
     }
-
-    /// A name the full kc reads without a word (DESIGN §3): 1–255 bytes, no `/` (nor
-    /// NUL), not `.` or `..`.
-    private static func isItemName(_ name: [UInt8]) -> Bool {
-        (1...255).contains(name.count) && !name.contains(UInt8(ascii: "/")) && !name.contains(0)
-            && name != [UInt8(ascii: ".")] && name != [UInt8(ascii: "."), UInt8(ascii: ".")]
-    }
 }
 
 // MARK: Names, items, listings
-
-/// `CredentialName` (Sources/KCIntegrations/CredentialName.swift): parts of URLs and
-/// user names as names, with `%` and `/` (and `:` in git's protocol) as `%XX`.
-enum CredentialNames {
-    static func appendEncoded(_ part: [UInt8], escapingColon: Bool = false, to name: inout [UInt8]) {
-        for byte in part {
-            if byte == UInt8(ascii: "%") || byte == UInt8(ascii: "/") || (escapingColon && byte == UInt8(ascii: ":")) {
-                appendEscape(byte, to: &name)
-            } else {
-                name.append(byte)
-            }
-        }
-    }
-
-    /// `CredentialName.item`: the part encoded, `.` and `..` as `%2E` and `%2E%2E`; nil
-    /// if empty or over 255 bytes.
-    static func item(_ part: [UInt8]) -> [UInt8]? {
-        var encoded: [UInt8] = []
-        appendEncoded(part, to: &encoded)
-        if encoded == [UInt8(ascii: ".")] || encoded == [UInt8(ascii: "."), UInt8(ascii: ".")] {
-            let dots = encoded.count
-            encoded = []
-            for _ in 0..<dots { appendEscape(UInt8(ascii: "."), to: &encoded) }
-        }
-        return (1...255).contains(encoded.count) ? encoded : nil
-    }
-
-    /// `CredentialName.decode`: nil if a `%` does not start one of the escapes above.
-    static func decode(_ name: [UInt8]) -> [UInt8]? {
-        var decoded: [UInt8] = []
-        var index = 0
-        while index < name.count {
-            guard name[index] == UInt8(ascii: "%") else {
-                decoded.append(name[index])
-                index += 1
-                continue
-            }
-            guard index + 2 < name.count, let high = hexValue(name[index + 1]), let low = hexValue(name[index + 2])
-            else { return nil }
-            let byte = high << 4 | low
-            guard byte == UInt8(ascii: "%") || byte == UInt8(ascii: "/") || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
-            else { return nil }
-            decoded.append(byte)
-            index += 3
-        }
-        return decoded
-    }
-
-    private static func appendEscape(_ byte: UInt8, to name: inout [UInt8]) {
-        let digits: StaticString = "0123456789ABCDEF"
-        name.append(contentsOf: [UInt8(ascii: "%"), digits.utf8Start[Int(byte >> 4)], digits.utf8Start[Int(byte & 0x0F)]])
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit - UInt8(ascii: "A") + 10
-        default: return nil
-        }
-    }
-}
 
 /// Where an item is, found as the full kc's read finds it (`OwnService.locate`): in the
 /// service's keyring at its home level, else nowhere at any level (no vault, which the
 /// caller made sure of). Anything else (found at another level, a keyring to repair, a
 /// failed call) is the full kc's.
 enum ItemLookup {
-    case atHome(key_serial_t)
+    case atHome(Int32)
     case nowhere
     case uncertain
 }
@@ -517,20 +440,20 @@ enum ItemLookup {
 /// A service's keyrings, found once as the full kc finds them, for the lookups and the
 /// listing one answer makes.
 struct CredentialService {
-    private var name = CText()
+    private var name = ByteText()
     /// Where the vault would be: there is none (the caller made sure).
-    private let vaultRoot: CText
+    private let vaultRoot: ByteText
     /// The home keyring: the session keyring's `kc:SERVICE`, the owner and mask checked.
-    private let home: Search
+    private let home: KernelSearch
     /// Every keyring of the service at every level (the full kc's probe) and whether it
     /// is linked in its anchor directly; made on first use, and nil inside if the probe
     /// was not certain.
-    private var probed: [(ring: key_serial_t, linkedDirectly: Bool)]?? = nil
+    private var probed: [(ring: Int32, linkedDirectly: Bool)]?? = nil
 
-    init(_ service: [UInt8], vaultRoot: CText) {
+    init(_ service: [UInt8], vaultRoot: ByteText) {
         self.vaultRoot = vaultRoot
         name.append(service)
-        home = name.withCString { ServiceKeyrings.find($0, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING) }
+        home = name.withCString { ServiceKeyringProbe.find($0, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING) }
     }
 
     /// Whether the session keyring's search found the service's keyring (the owner and
@@ -540,11 +463,11 @@ struct CredentialService {
         return false
     }
 
-    private mutating func rings() -> [(ring: key_serial_t, linkedDirectly: Bool)]? {
+    private mutating func rings() -> [(ring: Int32, linkedDirectly: Bool)]? {
         if let probed { return probed }
-        var found: [(ring: key_serial_t, linkedDirectly: Bool)] = []
+        var found: [(ring: Int32, linkedDirectly: Bool)] = []
         let certain = name.withCString { service in
-            ServiceKeyrings.probe(service) { ring, linkedDirectly in
+            ServiceKeyringProbe.probe(service) { ring, linkedDirectly in
                 found.append((ring, linkedDirectly))
                 return true
             }
@@ -557,15 +480,15 @@ struct CredentialService {
     /// The item: a search of the home keyring, and where it is not there, of every
     /// other keyring of the service.
     mutating func lookup(_ item: [UInt8]) -> ItemLookup {
-        var itemText = CText()
+        var itemText = ByteText()
         itemText.append(item)
-        var homeRing: key_serial_t? = nil
+        var homeRing: Int32? = nil
         switch home {
         case .uncertain: return .uncertain
         case .absent: break
         case .found(let ring):
             homeRing = ring
-            switch itemText.withCString({ Search(in: ring, type: "user", description: $0) }) {
+            switch itemText.withCString({ KernelSearch(in: ring, type: "user", description: $0) }) {
             case .found(let key): return .atHome(key)
             case .uncertain: return .uncertain
             case .absent: break
@@ -573,7 +496,7 @@ struct CredentialService {
         }
         guard let rings = rings() else { return .uncertain }
         for (ring, _) in rings where ring != homeRing {
-            guard case .absent = itemText.withCString({ Search(in: ring, type: "user", description: $0) }) else { return .uncertain }
+            guard case .absent = itemText.withCString({ KernelSearch(in: ring, type: "user", description: $0) }) else { return .uncertain }
         }
         return .nowhere
     }
@@ -590,7 +513,7 @@ struct CredentialService {
         guard Vault.stashSearchIsPlain(at: vaultRoot), let rings = rings() else { return nil }
         var names: [[UInt8]] = []
         for (ring, linkedDirectly) in rings where linkedDirectly {
-            guard ServiceKeyrings.appendUserKeyNames(of: ring, to: &names, checkingSize: false) else { return nil }
+            guard ServiceKeyringProbe.appendUserKeyNames(of: ring, to: &names, checkingSize: false) else { return nil }
         }
         names.sort { $0.lexicographicallyPrecedes($1) }
         return names
@@ -622,53 +545,23 @@ enum ItemValue {
 
 /// /proc/keys, read as the full kc reads an item's deadline (`DeadlineRecords.deadline(of:)`).
 enum ProcKeys {
-    /// The whole file as the full kc reads it (`readProcBytes`), or nil if it cannot be read.
+    /// The whole file, or nil if it cannot be read.
     static func read() -> [UInt8]? {
-        let descriptor = CFront_open_read("/proc/keys", 0)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var text: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { CFront.read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if CFront_errno() == EINTR { continue }
-                return nil
-            }
-            if count == 0 { return text }
-            text.append(contentsOf: chunk[0..<count])
-        }
+        FileBytes.read("/proc/keys", followingLinks: false, limit: Int.max)
     }
 
-    /// Whether the key's line in `text` (``read()``) shows `perm` (no expiry) in its
-    /// expiry column: then the full kc shows no deadline. False for anything else (an
-    /// expiry, no line).
-    static func showsNoExpiry(of key: key_serial_t, in text: [UInt8]) -> Bool {
-        // `%08x ` of the serial starts its line.
-        let digits: StaticString = "0123456789abcdef"
-        var prefix: [UInt8] = []
-        let serial = UInt32(bitPattern: key)
-        for shift in stride(from: 28, through: 0, by: -4) { prefix.append(digits.utf8Start[Int((serial >> UInt32(shift)) & 0xf)]) }
-        prefix.append(UInt8(ascii: " "))
-        var start = 0
-        while start < text.count {
-            var end = start
-            while end < text.count && text[end] != UInt8(ascii: "\n") { end += 1 }
-            if end - start > prefix.count && text[start..<start + prefix.count].elementsEqual(prefix) {
-                // serial flags usage expiry ...: the fourth field, separated by spaces.
-                var fields: [ArraySlice<UInt8>] = []
-                var index = start
-                while index < end && fields.count < 4 {
-                    while index < end && text[index] == UInt8(ascii: " ") { index += 1 }
-                    let fieldStart = index
-                    while index < end && text[index] != UInt8(ascii: " ") { index += 1 }
-                    if index > fieldStart { fields.append(text[fieldStart..<index]) }
-                }
-                return fields.count == 4 && fields[3].elementsEqual(staticBytes("perm"))
+    /// Whether the key's line in `text` (``read()``) shows `perm` (no expiry): then the
+    /// full kc shows no deadline. False for anything else (an expiry, no line).
+    static func showsNoExpiry(of key: Int32, in text: [UInt8]) -> Bool {
+        var shown: ProcKeysLine.Expiry? = nil
+        text.withUnsafeBytes { text in
+            ProcKeysLine.forEach(in: text) { line in
+                guard line.serial == UInt32(bitPattern: key) else { return true }
+                shown = line.expiry
+                return false
             }
-            start = end + 1
         }
-        return false
+        return shown == .never
     }
 }
 
@@ -681,6 +574,6 @@ private extension UnsafeRawBufferPointer {
     }
 }
 
-private func staticBytes(_ text: StaticString) -> [UInt8] {
+private func byteArray(_ text: StaticString) -> [UInt8] {
     Array(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
 }

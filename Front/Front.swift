@@ -1,4 +1,4 @@
-import CFront
+import CKeyutils
 
 // kc's front (docs/FRONT.md): a small program, installed as `kc` with the full kc beside
 // it as `kc-full`, that serves a few certain cases itself: `kc get [-q] SERVICE ITEM`
@@ -43,46 +43,24 @@ private func isHelperName(_ program: UnsafePointer<CChar>) -> Bool {
     return strcmp(name, "git-credential-kc") == 0 || strcmp(name, "docker-credential-kc") == 0
 }
 
-/// The names of a plain command line, read as the full kc's plain spelling reads them
-/// (Sources/kc/PlainCommandLine.swift): `flag` (`-q`/`--quiet` for get) at most once,
-/// anywhere before `--`; after `--` every word is a name. Nil for anything else.
+/// The names of `kc COMMAND` in its plain spelling (the core's ``PlainCommandLine``, the
+/// reader the full kc's fast path uses): `-q`/`--quiet` if `takesQuiet`, then `count`
+/// names kc takes as they are. Nil for anything else (the full kc's to read).
 func plainNames(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, command: StaticString,
-                        count: Int, takesQuiet: Bool) -> (names: [UnsafePointer<CChar>], quiet: Bool)? {
-    guard argc >= 2, let word = argv[1], strcmp(word, UnsafeRawPointer(command.utf8Start).assumingMemoryBound(to: CChar.self)) == 0
-    else { return nil }
-    var names: [UnsafePointer<CChar>] = []
-    var quiet = false, optionsEnded = false
-    for index in 2..<Int(argc) {
-        guard let word = argv[index].map({ UnsafePointer($0) }) else { return nil }
-        if !optionsEnded && word[0] == CChar(UInt8(ascii: "-")) {
-            if strcmp(word, "--") == 0 {
-                optionsEnded = true
-            } else if takesQuiet && !quiet && (strcmp(word, "-q") == 0 || strcmp(word, "--quiet") == 0) {
-                quiet = true
-            } else {
-                return nil  // --group, --from, --help, a repeated -q, --quiet=...
-            }
-        } else {
-            guard names.count < count, isPlainName(word) else { return nil }
-            names.append(word)
-        }
-    }
-    return names.count == count ? (names, quiet) : nil
-}
-
-/// A name the full kc accepts without a word (DESIGN §3): 1–255 bytes, no `/`, not
-/// `.` or `..` (a word of argv cannot hold a NUL). Any other is the full kc's to refuse.
-func isPlainName(_ name: UnsafePointer<CChar>) -> Bool {
-    let length = strnlen(name, 256)
-    return length >= 1 && length <= 255 && strchr(name, Int32(UInt8(ascii: "/"))) == nil
-        && strcmp(name, ".") != 0 && strcmp(name, "..") != 0
+                count: Int, takesQuiet: Bool) -> (names: [UnsafePointer<CChar>], quiet: Bool)? {
+    let quiet: [StaticString] = ["-q", "--quiet"]
+    guard PlainCommandLine.argument(argc: argc, argv: argv, 1, is: command),
+          let line = PlainCommandLine(argc: argc, argv: argv, from: 2,
+                                      .init(flags: takesQuiet ? [quiet] : [], names: count...count)),
+          line.namesAreValid else { return nil }
+    return (line.names, line.has(quiet))
 }
 
 /// The full kc finds a service's items only where this holds; elsewhere it anchors
 /// differently (a user namespace) or may load from the vault (one exists, or its place
 /// cannot be told without the password database).
 func hasNoVaultOutsideNamespaces(checkingStash: Bool) -> Bool {
-    guard UserNamespace.isInitial, let root = Vault.defaultRoot, Vault.isAbsent(at: root) else { return false }
+    guard InitialUserNamespace.contains == true, let root = Vault.defaultRoot, Vault.isAbsent(at: root) else { return false }
     return !checkingStash || Vault.stashSearchIsPlain(at: root)
 }
 
@@ -106,9 +84,9 @@ struct PlainGet {
     func serveIfAtHome() {
         // Inside a user namespace the owner check can mean less (an unmapped uid shows
         // every owner as the same overflow uid): the full kc's to judge.
-        guard UserNamespace.isInitial,
-              case .found(let ring) = ServiceKeyrings.find(service, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING),
-              case .found(let key) = Search(in: ring, type: "user", description: item) else { return }
+        guard InitialUserNamespace.contains == true,
+              case .found(let ring) = ServiceKeyringProbe.find(service, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING),
+              case .found(let key) = KernelSearch(in: ring, type: "user", description: item) else { return }
         ValueOutput.writeAndExit(key)
     }
 
@@ -120,15 +98,15 @@ struct PlainGet {
     /// Otherwise returns.
     func reportIfMissingEverywhere() {
         guard hasNoVaultOutsideNamespaces(checkingStash: false) else { return }
-        let missing = ServiceKeyrings.probe(service) { ring, _ in
+        let missing = ServiceKeyringProbe.probe(service) { ring, _ in
             // Every keyring found is searched, linked directly or not (the full kc
             // searches those and the home one): a hit anywhere is the full kc's.
-            if case .absent = Search(in: ring, type: "user", description: item) { return true }
+            if case .absent = KernelSearch(in: ring, type: "user", description: item) { return true }
             return false
         }
         guard missing else { return }
         if !quiet {
-            var line = CText()
+            var line = ByteText()
             line.append("kc: no item '")
             line.appendShown(item)
             line.append("' in service '")
@@ -164,13 +142,13 @@ struct PlainList {
         guard hasNoVaultOutsideNamespaces(checkingStash: true) else { return }
         var names: [[UInt8]] = []
         var serviceExists = false
-        let certain = ServiceKeyrings.probe(service) { ring, linkedDirectly in
+        let certain = ServiceKeyringProbe.probe(service) { ring, linkedDirectly in
             serviceExists = true
-            return !linkedDirectly || ServiceKeyrings.appendUserKeyNames(of: ring, to: &names, checkingSize: true)
+            return !linkedDirectly || ServiceKeyringProbe.appendUserKeyNames(of: ring, to: &names, checkingSize: true)
         }
         guard certain else { return }
         if names.isEmpty && !serviceExists {
-            var line = CText()
+            var line = ByteText()
             line.append("kc: no service '")
             line.appendShown(service)
             line.append("'; list the services with 'kc ls'\n")
@@ -178,7 +156,7 @@ struct PlainList {
             exit(1)
         }
         names.sort { $0.lexicographicallyPrecedes($1) }
-        var output = CText()
+        var output = ByteText()
         for name in names {
             output.append(name)
             output.append("\n")
@@ -189,7 +167,7 @@ struct PlainList {
         }
         if mayEscape && isatty(1) == 1 { return }
         guard output.bytes.withUnsafeBytes({ StandardStream.write($0, to: 1) }) else {
-            let error = CFront_errno()
+            let error = CKeyutils_errno()
             StandardStream.report("kc: cannot write to standard output: ", strerror(error), "\n")
             exit(2)
         }
@@ -205,7 +183,7 @@ struct PlainList {
 enum ValueOutput {
     /// Exits 0 (or 2 if standard output cannot be written); returns if the read fails,
     /// with the caller's core-file limit given back (the full kc decides).
-    static func writeAndExit(_ key: key_serial_t) {
+    static func writeAndExit(_ key: Int32) {
         let callersLimit = CoreDumps.disable()
         withUnsafeTemporaryAllocation(byteCount: 32768, alignment: 8) { buffer in
             guard let base = buffer.baseAddress else { return }
@@ -244,7 +222,7 @@ enum CoreDumps {
             off.rlim_cur = 0
             _ = setrlimit(core, &off)
         }
-        _ = CFront_disable_dumping()
+        _ = CKeyutils_disable_dumping()
         return limit
     }
 
@@ -272,7 +250,7 @@ enum FullKC {
             guard let base = path.baseAddress else { exit(reportingFailure ? 126 : 0) }
             let length = readlink("/proc/self/exe", base, capacity - 1)
             guard length > 0 else {
-                let error = CFront_errno()
+                let error = CKeyutils_errno()
                 if !reportingFailure { exit(0) }
                 StandardStream.report("kc: cannot find the full kc: /proc/self/exe: ", strerror(error), "; check that /proc is mounted\n")
                 exit(127)
@@ -287,7 +265,7 @@ enum FullKC {
             strcpy(slash + 1, UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self))
             if reportingFailure { refuseIfAddressSpaceTooSmall(base) }
             execve(base, argv, environment)
-            let error = CFront_errno()
+            let error = CKeyutils_errno()
             if !reportingFailure { exit(0) }
             StandardStream.report("kc: cannot run the full kc, ", base, ": ", strerror(error), "; check that kc is installed whole\n")
             exit(error == ENOENT || error == ENOTDIR ? 127 : 126)
@@ -307,7 +285,7 @@ extension FullKC {
         guard stat(path, &info) == 0 else { return }
         let needed = UInt64(info.st_size) + 8 << 20
         guard UInt64(limit.rlim_cur) < needed else { return }
-        var line = CText()
+        var line = ByteText()
         line.append("kc: the address-space limit (ulimit -v ")
         line.append(decimal: UInt64(limit.rlim_cur) >> 10)
         line.append(" KiB) is too small for the full kc, ")
@@ -327,9 +305,9 @@ enum StandardStream {
         guard let base = bytes.baseAddress else { return true }
         var offset = 0
         while offset < bytes.count {
-            let written = CFront.write(descriptor, base + offset, bytes.count - offset)
+            let written = CKeyutils.write(descriptor, base + offset, bytes.count - offset)
             if written < 0 {
-                if CFront_errno() == EINTR { continue }
+                if CKeyutils_errno() == EINTR { continue }
                 return false
             }
             offset += written

@@ -1,4 +1,4 @@
-import CFront
+import CKeyutils
 
 /// `kc rm [--] SERVICE ITEM` with names the full kc takes as they are, served where the
 /// item has one copy and there is no vault.
@@ -24,10 +24,10 @@ struct PlainRemove {
     /// Removes the item and exits 0; otherwise returns, having changed nothing.
     func serveIfOneCopy() {
         guard hasNoVaultOutsideNamespaces(checkingStash: false), Vault.stashIsAbsent else { return }
-        var copies: [(ring: key_serial_t, item: key_serial_t)] = []
-        let certain = ServiceKeyrings.probe(service) { ring, linkedDirectly in
+        var copies: [(ring: Int32, item: Int32)] = []
+        let certain = ServiceKeyringProbe.probe(service) { ring, linkedDirectly in
             guard linkedDirectly else { return true }  // found again under its own anchor
-            switch Search(in: ring, type: "user", description: item) {
+            switch KernelSearch(in: ring, type: "user", description: item) {
             case .found(let key): copies.append((ring, key))
             case .absent: break
             case .uncertain: return false
@@ -43,11 +43,11 @@ struct PlainRemove {
 extension DeadlineRecords {
     /// Drops the record of a removed item, if there is one (`DeadlineRecords.forget`:
     /// every failure ignored, as there).
-    static func forget(_ key: key_serial_t) {
-        guard case .found(let table) = Search(in: KEY_SPEC_USER_KEYRING, type: "keyring", description: "kc.expiry") else { return }
-        var name = CText()
+    static func forget(_ key: Int32) {
+        guard case .found(let table) = KernelSearch(in: KEY_SPEC_USER_KEYRING, type: "keyring", description: "kc.expiry") else { return }
+        var name = ByteText()
         name.append(decimal: UInt64(UInt32(bitPattern: key)))
-        if case .found(let record) = name.withCString({ Search(in: table, type: "user", description: $0) }) {
+        if case .found(let record) = name.withCString({ KernelSearch(in: table, type: "user", description: $0) }) {
             _ = keyctl_unlink(record, table)
         }
     }

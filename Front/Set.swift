@@ -1,4 +1,4 @@
-import CFront
+import CKeyutils
 
 /// `kc set [--] SERVICE ITEM` with names the full kc takes as they are, served where the
 /// full kc's store is its common write: an item that exists, set again in place.
@@ -49,8 +49,8 @@ struct PlainSet {
             // An empty value or one NUL byte takes a new key (Sources/Keyrings/ItemValue.swift): the full kc's.
             if !value.isEmpty && !(value.count == 1 && value[0] == 0) && value.count <= Int(sysconf(Int32(_SC_PAGESIZE))),
                hasNoVaultOutsideNamespaces(checkingStash: false), Vault.stashIsAbsent,
-               case .found(let ring) = ServiceKeyrings.find(service, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING),
-               case .found(let key) = Search(in: ring, type: "user", description: item),
+               case .found(let ring) = ServiceKeyringProbe.find(service, prefix: "kc:", under: KEY_SPEC_SESSION_KEYRING),
+               case .found(let key) = KernelSearch(in: ring, type: "user", description: item),
                DeadlineRecords.certainlyNone(for: key),
                keyctl_update(key, UnsafeRawPointer(base), value.count) == 0 {
                 explicit_bzero(base, value.count)
@@ -71,7 +71,7 @@ struct PlainSet {
         while count < buffer.count {
             let got = read(0, base + count, buffer.count - count)
             if got < 0 {
-                if CFront_errno() == EINTR { continue }
+                if CKeyutils_errno() == EINTR { continue }
                 if count == 0 { return nil }
                 explicit_bzero(base, count)
                 StandardStream.report("kc: cannot read standard input; pipe the value in, e.g. printf '%s' \"$V\" | kc set SERVICE KEY\n")
@@ -104,14 +104,14 @@ enum DeadlineRecords {
     /// True only if the key certainly has no record: the user keyring holds no
     /// `kc.expiry` keyring, or that keyring no key named by the item's serial. Anything
     /// else (a record, a search refused) is the full kc's to read.
-    static func certainlyNone(for key: key_serial_t) -> Bool {
-        switch Search(in: KEY_SPEC_USER_KEYRING, type: "keyring", description: "kc.expiry") {
+    static func certainlyNone(for key: Int32) -> Bool {
+        switch KernelSearch(in: KEY_SPEC_USER_KEYRING, type: "keyring", description: "kc.expiry") {
         case .absent: return true
         case .uncertain: return false
         case .found(let table):
-            var name = CText()
+            var name = ByteText()
             name.append(decimal: UInt64(UInt32(bitPattern: key)))
-            if case .absent = name.withCString({ Search(in: table, type: "user", description: $0) }) { return true }
+            if case .absent = name.withCString({ KernelSearch(in: table, type: "user", description: $0) }) { return true }
             return false
         }
     }
@@ -135,12 +135,12 @@ enum StandardInput {
     private static func replaceWithPipe(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var ends: (Int32, Int32) = (-1, -1)
         let made = withUnsafeMutablePointer(to: &ends) {
-            $0.withMemoryRebound(to: Int32.self, capacity: 2) { CFront_pipe($0) == 0 }
+            $0.withMemoryRebound(to: Int32.self, capacity: 2) { CKeyutils_pipe($0) == 0 }
         }
         guard made else { return false }
         defer { close(ends.0) }
         // A pipe that can hold every byte takes them without blocking (it is empty).
-        let holds = CFront_pipe_capacity(ends.1, Int32(clamping: bytes.count)) >= bytes.count
+        let holds = CKeyutils_pipe_capacity(ends.1, Int32(clamping: bytes.count)) >= bytes.count
         let written = holds && StandardStream.write(bytes, to: ends.1)
         close(ends.1)
         return written && dup2(ends.0, 0) == 0
@@ -158,12 +158,12 @@ enum StandardInput {
             _ = setrlimit(size, &raised)
         }
         var disposition = sigaction()
-        let ignored = CFront_ignore_file_size_signal(&disposition) == 0
-        let copy = CFront_memfd("kc-input")
+        let ignored = CKeyutils_ignore_file_size_signal(&disposition) == 0
+        let copy = CKeyutils_memfd("kc-input")
         let placed = copy >= 0 && StandardStream.write(bytes, to: copy) && lseek(copy, 0, SEEK_SET) == 0 && dup2(copy, 0) == 0
-        let error = CFront_errno()
+        let error = CKeyutils_errno()
         if copy >= 0 { close(copy) }
-        if ignored { _ = CFront_restore_file_size_signal(&disposition) }
+        if ignored { _ = CKeyutils_restore_file_size_signal(&disposition) }
         if limited { _ = setrlimit(size, &callers) }
         return placed ? nil : error
     }

@@ -1,43 +1,28 @@
-import CFront
+import CKeyutils
 
 /// Whether the caller has no vault, decided as the full kc decides it
 /// (Sources/KernelKeychain/Persistence/Vault: `VaultDirectory.defaultRoot()` and
 /// `exists`). With no vault, a miss in the kernel is final and a listing loads nothing;
 /// with one, or where the front cannot be sure, the full kc decides.
 enum Vault {
-    /// The vault's folder: `$XDG_DATA_HOME/kc` if that is absolute (for root, only if it
-    /// is root's or cannot be looked at), else `$HOME/.local/share/kc` if HOME is
-    /// absolute and the caller's. Nil where the full kc would look the home folder up in
-    /// the password database: that is the full kc's to do.
-    static var defaultRoot: CText? {
-        var root = CText()
-        var status = stat()
-        if let data = getenv("XDG_DATA_HOME"), data[0] == CChar(UInt8(ascii: "/")),
-           geteuid() != 0 || stat(data, &status) != 0 || status.st_uid == 0 {
-            root.append(data)
-            root.append("/kc")
-            return root
-        }
-        if let home = getenv("HOME"), home[0] == CChar(UInt8(ascii: "/")),
-           stat(home, &status) == 0, status.st_uid == geteuid() {
-            root.append(home)
-            root.append("/.local/share/kc")
-            return root
-        }
-        return nil
+    /// The vault's folder, from the environment (the core's ``VaultLocation``, which the
+    /// full kc asks first). Nil where the full kc would look the home folder up in the
+    /// password database: that is the full kc's to do.
+    static var defaultRoot: ByteText? {
+        VaultLocation.rootFromEnvironment.map { ByteText($0) }
     }
 
     /// True only if nothing at all is at the vault's path: the full kc opens it
     /// (`O_PATH | O_NOFOLLOW`) to tell whether a vault exists, and the front takes only
     /// ENOENT as "none" (any other failure is left to the full kc).
-    static func isAbsent(at root: CText) -> Bool {
+    static func isAbsent(at root: ByteText) -> Bool {
         root.withCString { path in
-            let descriptor = CFront_open_path(path)
+            let descriptor = CKeyutils_open_path(path)
             if descriptor >= 0 {
                 close(descriptor)
                 return false
             }
-            return CFront_errno() == ENOENT
+            return CKeyutils_errno() == ENOENT
         }
     }
 
@@ -45,7 +30,7 @@ enum Vault {
     /// stashed in the user keyring although its folder is gone. Either answer leaves the
     /// listing as the kernel has it; only a search the kernel refuses would make the
     /// full kc link the user keyring to search again, so that is uncertain.
-    static func stashSearchIsPlain(at root: CText) -> Bool {
+    static func stashSearchIsPlain(at root: ByteText) -> Bool {
         if case .uncertain = stashSearch(at: root) { return false }
         return true
     }
@@ -59,10 +44,9 @@ enum Vault {
     }
 
     /// The full kc's search for the vault's stashed key (`VaultKeys.isStashed`).
-    private static func stashSearch(at root: CText) -> Search {
-        var description = CText()
-        description.append("kc.vault:")
-        description.append(root.bytes)
-        return description.withCString { Search(in: KEY_SPEC_USER_KEYRING, type: "user", description: $0) }
+    private static func stashSearch(at root: ByteText) -> KernelSearch {
+        ByteText(VaultLocation.stashDescription(root: root.bytes)).withCString {
+            KernelSearch(in: KEY_SPEC_USER_KEYRING, type: "user", description: $0)
+        }
     }
 }

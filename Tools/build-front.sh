@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds kc's front (Front/, docs/FRONT.md) with Embedded Swift, linked statically against
-# libkeyutils: no Swift runtime to set up before main, so a `kc get` it serves costs what
-# a static C program costs. SwiftPM cannot build it (its link adds the full runtime).
+# Builds kc's front (Front/ and the keyring core, docs/FRONT.md) with Embedded Swift,
+# linked statically against libkeyutils: no Swift runtime to set up before main, so a
+# `kc get` it serves costs what a static C program costs. SwiftPM cannot build it (its
+# link adds the full runtime).
 #
 #   Tools/build-front.sh [--release]
 #
@@ -37,7 +38,10 @@ compiler=$(command -v cc || command -v gcc || command -v clang || true)
 "$compiler" -static -o "$work/probe" "$work/probe.o" -lkeyutils 2> "$work/link.log" \
     || skip "no static libkeyutils or libc to link against (libkeyutils-dev, libc6-dev): $(head -1 "$work/link.log")"
 
-swiftc "${embedded[@]}" -Osize -I "$root/Front/CFront" -c "$root"/Front/*.swift -o "$work/front.o"
+# The front is its own files and the keyring core (Sources/KeyringCore), the same files
+# SwiftPM builds into the full kc, compiled as one module over the C module map that
+# Keyrings uses (Sources/CKeyutils).
+swiftc "${embedded[@]}" -Osize -I "$root/Sources/CKeyutils" -c "$root"/Sources/KeyringCore/*.swift "$root"/Front/*.swift -o "$work/front.o"
 mkdir -p "$bin"
 "$compiler" -static -s -o "$bin/kc-front" "$work/front.o" -lkeyutils
 ln -sfn kc "$bin/kc-full"

@@ -169,7 +169,7 @@ public enum GitCredentialHelper {
         // name would be that of the host before the `/` with a path: `host=a.com/x`
         // must not read what was stored for `host=a.com` and `path=x`.
         guard !host.contains(UInt8(ascii: "/")) else { return nil }
-        var name = Array("git:".utf8) + CredentialName.encode(protocolName, alsoEscaping: [UInt8(ascii: ":")])
+        var name = Array("git:".utf8) + CredentialName.encode(protocolName, escapingColon: true)
         name.append(UInt8(ascii: ":"))
         name += CredentialName.encode(host)
         if let path = credential.path { name += Array("%2F".utf8) + CredentialName.encode(path) }

@@ -1,4 +1,5 @@
 import Keyrings
+import KeyringCore
 
 /// Checks a service or item name against DESIGN §3 before any kernel call:
 /// 1–255 bytes (any bytes: names need not be UTF-8), no `/`, no NUL, not `.` or `..`.
@@ -32,17 +33,19 @@ public enum NameProblem: Hashable, Sendable, CustomStringConvertible {
 }
 
 public func validateName(_ name: some KeyNameConvertible, as kind: NameKind) throws(KeychainError) {
-    // Without making an array of the bytes: this is on `kc get`'s path.
+    // The rule is the core's (the front checks names by it too); the problem is found
+    // only for a name it refuses. Without making an array of the bytes: this is on
+    // `kc get`'s path.
     let name = name.keyName
     let byteCount = name.byteCount
-    let problem: NameProblem? =
+    guard byteCount > NameRules.maximumLength
+            || !name.withCString({ NameRules.isValid(UnsafeRawBufferPointer(start: $0, count: byteCount)) })
+    else { return }
+    let problem: NameProblem =
         if byteCount == 0 { .empty }
-        else if byteCount > 255 { .tooLong(bytes: byteCount) }
-        else if byteCount <= 2, let text = name.text, text.utf8.allSatisfy({ $0 == UInt8(ascii: ".") }) { .reserved(text) }
+        else if byteCount > NameRules.maximumLength { .tooLong(bytes: byteCount) }
         else if name.contains(byte: UInt8(ascii: "/")) { .containsSlash }
         else if name.contains(byte: 0) { .containsNUL }
-        else { nil }
-    if let problem {
-        throw KeychainError.invalidName(kind: kind, problem: problem)
-    }
+        else { .reserved(name.description) }
+    throw KeychainError.invalidName(kind: kind, problem: problem)
 }

@@ -1,3 +1,5 @@
+import KeyringCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -13,21 +15,7 @@ internal func readProcFile(_ path: String) -> String? {
 /// until end of file. A link is not followed. (`package`: kc's mount code reads
 /// /proc with it too.)
 package func readProcBytes(_ path: String) -> [UInt8]? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if count < 0 {
-            if errno == EINTR { continue }
-            return nil
-        }
-        if count == 0 { break }
-        bytes.append(contentsOf: chunk[..<count])
-    }
-    return bytes
+    FileBytes.read(path, followingLinks: false, limit: Int.max)
 }
 
 /// The bytes of a NUL-terminated C string, without the NUL; not decoded, so bytes that

@@ -1,4 +1,5 @@
 import Keyrings
+import KeyringCore
 
 #if canImport(Glibc)
 import Glibc
@@ -27,14 +28,10 @@ import Musl
 /// One level of nesting is handled (rootless podman, `unshare -U`): the outside uid is
 /// the one in the parent namespace's map.
 internal enum UserNamespace {
-    /// The inode of the initial user namespace (`PROC_USER_INIT_INO`, fixed by the kernel).
-    static let initialNamespaceInode: UInt64 = 0xEFFF_FFFD
-
     /// The uid outside the namespace, or nil in the initial namespace. One `stat`;
     /// the map is read only inside a namespace.
     static let outsideUID: UInt32? = {
-        var status = stat()
-        guard stat("/proc/self/ns/user", &status) == 0, UInt64(status.st_ino) != initialNamespaceInode else { return nil }
+        guard InitialUserNamespace.contains == false else { return nil }
         guard let map = readProcFile("/proc/self/uid_map") else { return nil }
         return outsideUID(of: geteuid(), map: map)
     }()
@@ -45,8 +42,7 @@ internal enum UserNamespace {
     /// passes for any key (found by a hostile review: another uid's keyring planted in a
     /// shared session was read and written as the caller's). kc uses no keyring there.
     static let isUnmapped: Bool = {
-        var status = stat()
-        guard stat("/proc/self/ns/user", &status) == 0, UInt64(status.st_ino) != initialNamespaceInode,
+        guard InitialUserNamespace.contains == false,
               let map = readProcFile("/proc/self/uid_map") else { return false }
         return outsideUID(of: geteuid(), map: map) == nil
     }()

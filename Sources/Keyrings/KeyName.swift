@@ -1,3 +1,5 @@
+import KeyringCore
+
 /// A key's description as the kernel keeps and compares it: bytes, not necessarily
 /// UTF-8. kc's service and item names are key descriptions, so they are bytes too:
 /// `a\xffb` and `a\xfeb` are two names, and the NFC and NFD spellings of `café` are
@@ -129,37 +131,12 @@ public struct KeyName: Hashable, Sendable, Comparable, ExpressibleByStringInterp
         }
     }
 
+    /// The bytes as the core shows a name (``NameRules/appendShown(_:to:)``, which the
+    /// front's messages use too).
     private static func escaping(_ bytes: [UInt8]) -> String {
-        var result = ""
-        var index = 0
-        while index < bytes.count {
-            let length = validSequenceLength(bytes, at: index)
-            if length > 0 {
-                result += String(decoding: bytes[index..<index + length], as: UTF8.self)
-                index += length
-            } else {
-                let hex = String(bytes[index], radix: 16, uppercase: false)
-                result += "\\x" + (hex.count == 1 ? "0" + hex : hex)
-                index += 1
-            }
-        }
-        return result
-    }
-
-    /// The length of the well-formed UTF-8 sequence starting at `index`, or 0 if the
-    /// byte there does not start one.
-    private static func validSequenceLength(_ bytes: [UInt8], at index: Int) -> Int {
-        let lead = bytes[index]
-        let length: Int
-        switch lead {
-        case 0x00...0x7f: return 1
-        case 0xc2...0xdf: length = 2
-        case 0xe0...0xef: length = 3
-        case 0xf0...0xf4: length = 4
-        default: return 0
-        }
-        guard index + length <= bytes.count else { return 0 }
-        return String(validating: bytes[index..<index + length], as: UTF8.self) == nil ? 0 : length
+        var shown: [UInt8] = []
+        bytes.withUnsafeBytes { NameRules.appendShown($0, to: &shown) }
+        return String(decoding: shown, as: UTF8.self)
     }
 }
 

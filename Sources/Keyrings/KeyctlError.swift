@@ -1,4 +1,5 @@
 public import SystemPackage
+import KeyringCore
 
 /// A keyring call the kernel refused: which call, and the errno it returned.
 public struct KeyctlError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -16,7 +17,7 @@ public struct KeyctlError: Error, Hashable, Sendable, CustomStringConvertible {
 
     /// The key is absent, expired or revoked: the caller should treat it as missing.
     public var meansKeyIsGone: Bool {
-        errno == .noKey || errno == .keyExpired || errno == .keyRevoked
+        KernelSearch.meansKeyIsGone(errno.rawValue)
     }
 }
 

@@ -1,3 +1,5 @@
+import KeyringCore
+
 /// One line of /proc/keys, which lists the keys the caller may view:
 /// `serial flags usage expiry perm uid gid type description: summary`.
 ///
@@ -15,57 +17,47 @@ public struct ProcKeysEntry: Hashable, Sendable {
     /// and truncates long descriptions); use `keyctl_describe` for the exact text.
     public var descriptionPrefix: Substring
 
-    /// When the key expires, as far as the line tells.
-    public enum Expiry: Hashable, Sendable {
-        /// `perm`: no expiry.
-        case never
-        /// `expd`: expired, awaiting collection.
-        case expired
-        /// At least `seconds` and less than `seconds + unit` seconds from now: the
-        /// kernel prints whole seconds, minutes, hours, days or weeks, rounded down.
-        case within(seconds: UInt64, unit: UInt64)
+    /// When the key expires, as far as the line tells (the core's reading of the column).
+    public typealias Expiry = ProcKeysLine.Expiry
 
-        init?(_ field: some StringProtocol) {
-            if field == "perm" { self = .never; return }
-            if field == "expd" { self = .expired; return }
-            guard let last = field.last, let count = UInt64(field.dropLast()) else { return nil }
-            let unit: UInt64
-            switch last {
-            case "s": unit = 1
-            case "m": unit = 60
-            case "h": unit = 3600
-            case "d": unit = 86400
-            case "w": unit = 604800
-            default: return nil
-            }
-            self = .within(seconds: count * unit, unit: unit)
-        }
+    /// The entry of a line the core's ``ProcKeysLine`` parsed from `text`.
+    init(_ line: ProcKeysLine, in text: UnsafeRawBufferPointer) {
+        serial = KeySerial(rawValue: Int32(bitPattern: line.serial))
+        expiry = line.expiry
+        permissions = KeyPermissions(rawValue: line.permissions)
+        uid = line.uid
+        gid = line.gid
+        type = String(decoding: UnsafeRawBufferPointer(rebasing: text[line.type]), as: UTF8.self)
+        // The type column is padded; the padding stays in front of the description.
+        descriptionPrefix = Substring(String(decoding: UnsafeRawBufferPointer(rebasing: text[line.descriptionPrefix]),
+                                             as: UTF8.self))
     }
 
     /// Parses one line; nil for anything not in the kernel's form (a description
     /// holding a newline splits a line in two).
     public init?(parsing line: Substring) {
-        let fields = line.split(separator: " ", maxSplits: 8, omittingEmptySubsequences: true)
-        guard fields.count == 9,
-              let serial = UInt32(fields[0], radix: 16),
-              let expiry = Expiry(fields[3]),
-              let permissions = UInt32(fields[4], radix: 16),
-              let uid = UInt32(fields[5]) ?? Int32(fields[5]).map({ UInt32(bitPattern: $0) }),
-              let gid = UInt32(fields[6]) ?? Int32(fields[6]).map({ UInt32(bitPattern: $0) })
-        else { return nil }
-        self.serial = KeySerial(rawValue: Int32(bitPattern: serial))
-        self.expiry = expiry
-        self.permissions = KeyPermissions(rawValue: permissions)
-        self.uid = uid
-        self.gid = gid
-        self.type = String(fields[7])
-        // The type column is padded; the padding stays in front of the description.
-        let rest = fields[8].drop { $0 == " " }
-        if let colon = rest.firstRange(of: ": ") { descriptionPrefix = rest[..<colon.lowerBound] } else { descriptionPrefix = rest }
+        var text = String(line)
+        guard let entry = text.withUTF8({ bytes -> ProcKeysEntry? in
+            let raw = UnsafeRawBufferPointer(bytes)
+            return ProcKeysLine(raw, from: 0, to: raw.count).map { ProcKeysEntry($0, in: raw) }
+        }) else { return nil }
+        self = entry
     }
 
-    /// Every well-formed line of a /proc/keys text.
+    /// Every well-formed line of a /proc/keys text: its lines split at each line feed,
+    /// by the core's ``ProcKeysLine``, as the front reads them.
     public static func parse(_ text: String) -> [ProcKeysEntry] {
-        text.split(separator: "\n").compactMap { ProcKeysEntry(parsing: $0) }
+        var text = text
+        return text.withUTF8 { bytes in parse(UnsafeRawBufferPointer(bytes)) }
+    }
+
+    /// ``parse(_:)-(String)`` of the file's bytes.
+    public static func parse(_ bytes: UnsafeRawBufferPointer) -> [ProcKeysEntry] {
+        var entries: [ProcKeysEntry] = []
+        ProcKeysLine.forEach(in: bytes) { line in
+            entries.append(ProcKeysEntry(line, in: bytes))
+            return true
+        }
+        return entries
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import KernelKeychain
 import Keyrings
+import KeyringCore
 
 #if canImport(Glibc)
 import Glibc

@@ -1,108 +1,20 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import KeyringCore
 
-/// A command line in the plain spelling scripts write, read from argv directly (even
-/// `CommandLine.arguments` costs a generic lookup), for the commands ``FastPath`` runs
-/// without ArgumentParser.
-///
-/// The plain spelling: flags and options as separate words (`--name VALUE`, never
-/// `--name=VALUE` or `-qx`), each at most once unless it repeats by nature, an option's
-/// value not empty and not starting with `-`; then the names; an optional `--` after
-/// which a name may start with `-` (or, for a command that runs one, the command
-/// begins). Anything else gives nil and is left to the parser, which accepts every
-/// spelling this does and means the same by it.
-struct PlainCommandLine {
-    /// What a command accepts in its plain spelling.
-    struct Spelling {
-        /// Flags, each with its aliases (`["-q", "--quiet"]`).
-        var flags: [[StaticString]] = []
-        /// Options taking one value, each with its aliases.
-        var options: [[StaticString]] = []
-        /// Options that may be given more than once (`kc exec --service`).
-        var repeatable: [StaticString] = []
-        /// How many names.
-        var names: ClosedRange<Int>
-        /// Everything after `--` is a command to run (`kc exec`), and `--` is required.
-        var command = false
-    }
-
-    private var seen: [(spelled: UnsafePointer<CChar>, value: UnsafePointer<CChar>?)] = []
-    private(set) var names: [UnsafePointer<CChar>] = []
-    private(set) var command: [UnsafePointer<CChar>] = []
-
+/// The plain command line of ``FastPath``: the core's ``PlainCommandLine`` (the reader
+/// the front uses too) over this process's argv.
+extension PlainCommandLine {
     /// argv from index `first` on, read as `spelling`.
     init?(from first: Int, _ spelling: Spelling) {
-        let argc = Int(CommandLine.argc), argv = CommandLine.unsafeArgv
-        var index = first, optionsEnded = false
-        while index < argc {
-            guard let word = Self.word(argv, index) else { return nil }
-            index += 1
-            if optionsEnded || word.pointee != CChar(UInt8(ascii: "-")) {
-                guard !spelling.command else { return nil }  // a command comes only after --
-                names.append(word)
-                continue
-            }
-            if strcmp(word, "--") == 0 {
-                if spelling.command {
-                    while index < argc {
-                        guard let word = argv[index] else { return nil }
-                        command.append(UnsafePointer(word))
-                        index += 1
-                    }
-                    guard !command.isEmpty else { return nil }
-                    break
-                }
-                optionsEnded = true
-            } else if let flag = spelling.flags.first(where: { Self.matches(word, $0) }) {
-                guard !seen.contains(where: { Self.matches($0.spelled, flag) }) else { return nil }
-                seen.append((word, nil))
-            } else if let option = spelling.options.first(where: { Self.matches(word, $0) }) {
-                let repeats = spelling.repeatable.contains { strcmp(word, Self.cString($0)) == 0 }
-                guard repeats || !seen.contains(where: { Self.matches($0.spelled, option) }),
-                      index < argc, let value = Self.word(argv, index),
-                      value.pointee != 0, value.pointee != CChar(UInt8(ascii: "-")) else { return nil }
-                index += 1
-                seen.append((word, value))
-            } else {
-                return nil
-            }
-        }
-        guard spelling.names.contains(names.count), !spelling.command || !command.isEmpty else { return nil }
-    }
-
-    /// Whether the flag (under any of its aliases) was given.
-    func has(_ flag: [StaticString]) -> Bool {
-        seen.contains { Self.matches($0.spelled, flag) }
+        self.init(argc: CommandLine.argc, argv: CommandLine.unsafeArgv, from: first, spelling)
     }
 
     /// The option's value, if it was given.
     func value(_ option: [StaticString]) -> String? {
-        seen.first { Self.matches($0.spelled, option) }?.value.map { String(cString: $0) }
-    }
-
-    /// Every value of a repeatable option, in order.
-    func values(_ option: [StaticString]) -> [UnsafePointer<CChar>] {
-        seen.compactMap { Self.matches($0.spelled, option) ? $0.value : nil }
+        valueWord(option).map { String(cString: $0) }
     }
 
     /// Whether argv[index] is `word`.
     static func argument(_ index: Int, is word: StaticString) -> Bool {
-        guard index < Int(CommandLine.argc), let argument = CommandLine.unsafeArgv[index] else { return false }
-        return strcmp(argument, cString(word)) == 0
-    }
-
-    private static func word(_ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ index: Int) -> UnsafePointer<CChar>? {
-        argv[index].map { UnsafePointer($0) }
-    }
-
-    private static func matches(_ word: UnsafePointer<CChar>, _ aliases: [StaticString]) -> Bool {
-        aliases.contains { strcmp(word, cString($0)) == 0 }
-    }
-
-    private static func cString(_ text: StaticString) -> UnsafePointer<CChar> {
-        UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)
+        argument(argc: CommandLine.argc, argv: CommandLine.unsafeArgv, index, is: word)
     }
 }

@@ -5,8 +5,8 @@ import XCTest
 /// How the credential helpers write URLs and user names as service and item names:
 /// `/` as `%2F`, `%` as `%25`, exactly and reversibly.
 final class CredentialNameTests: XCTestCase {
-    private func encoded(_ text: String, alsoEscaping extra: String = "") -> String {
-        String(decoding: CredentialName.encode(Array(text.utf8), alsoEscaping: Array(extra.utf8)), as: UTF8.self)
+    private func encoded(_ text: String, escapingColon: Bool = false) -> String {
+        String(decoding: CredentialName.encode(Array(text.utf8), escapingColon: escapingColon), as: UTF8.self)
     }
 
     private func decoded(_ text: String) -> String? {
@@ -17,7 +17,7 @@ final class CredentialNameTests: XCTestCase {
         XCTAssertEqual(encoded("https://index.docker.io/v1/"), "https:%2F%2Findex.docker.io%2Fv1%2F")
         XCTAssertEqual(encoded("100%/x"), "100%25%2Fx")
         XCTAssertEqual(encoded("127.0.0.1:5000"), "127.0.0.1:5000", "names stay readable")
-        XCTAssertEqual(encoded("a:b", alsoEscaping: ":"), "a%3Ab")
+        XCTAssertEqual(encoded("a:b", escapingColon: true), "a%3Ab")
         XCTAssertEqual(encoded("é ?#@"), "é ?#@")
     }
 

@@ -1,4 +1,5 @@
 import Keyrings
+import KeyringCore
 import SystemPackage
 
 #if canImport(Glibc)
@@ -93,10 +94,10 @@ internal struct ServiceKeyring: Hashable, Sendable {
     }
 
 
-    /// Whether the ring's mask is not one kc makes (see ``secureIfNeeded(_:_:)``).
+    /// Whether the ring's mask is not one kc makes (see ``secureIfNeeded(_:_:)``): the
+    /// core's rule, by which the front passes such a ring to the full kc.
     static func needsSecuring(_ info: KeyDescription) -> Bool {
-        let group = info.permissions.groupRights
-        return !info.permissions.possessorRights.isEmpty || group.contains(.write) || group.contains(.search)
+        ServiceKeyringProbe.needsRepair(permissions: info.permissions.rawValue)
     }
 
     /// A service keyring whose mask grants possessors anything, or grants the group

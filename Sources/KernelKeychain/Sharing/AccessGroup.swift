@@ -1,3 +1,5 @@
+import KeyringCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -33,7 +35,7 @@ public struct AccessGroup: Hashable, Sendable, CustomStringConvertible {
     /// Whether this process carries the group (as its effective gid or a supplementary
     /// one), which is what the kernel checks.
     public var includesCaller: Bool {
-        getegid() == gid || Accounts.supplementaryGroups().contains(gid)
+        CallerGroups.include(gid)
     }
 
     /// Throws unless this process carries the group.
@@ -127,13 +129,7 @@ internal enum Accounts {
         }
     }
 
-    static func supplementaryGroups() -> [UInt32] {
-        let count = getgroups(0, nil)
-        guard count > 0 else { return [] }
-        var groups = [gid_t](repeating: 0, count: Int(count))
-        let filled = getgroups(count, &groups)
-        return filled > 0 ? Array(groups.prefix(Int(filled))) : []
-    }
+    static func supplementaryGroups() -> [UInt32] { CallerGroups.supplementary() }
 
     private typealias GroupCall = (
         UnsafeMutablePointer<group>, UnsafeMutablePointer<CChar>, Int, UnsafeMutablePointer<UnsafeMutablePointer<group>?>
@@ -192,29 +188,40 @@ internal struct UserAccount: Sendable, Hashable {
     var home: String
 }
 
-/// /etc/passwd and /etc/group, read directly (for the static `kc`).
+/// /etc/passwd and /etc/group, read directly (for the static `kc`), record by record as
+/// the core's ``AccountFiles`` reads them (the front resolves names with it too).
 internal enum LocalDatabase {
     static func users() -> [UserAccount] {
-        records("/etc/passwd").compactMap { fields in
-            guard fields.count >= 6, let uid = UInt32(fields[2]), let gid = UInt32(fields[3]) else { return nil }
-            return UserAccount(name: String(fields[0]), uid: uid, gid: gid, home: String(fields[5]))
+        records("/etc/passwd") { text, fields in
+            guard fields.count >= 6, let uid = AccountFiles.id(text[fields[2]]), let gid = AccountFiles.id(text[fields[3]])
+            else { return nil }
+            return UserAccount(name: string(text, fields[0]), uid: uid, gid: gid, home: string(text, fields[5]))
         }
     }
 
     static func groups() -> [(name: String, gid: UInt32, members: [String])] {
-        records("/etc/group").compactMap { fields in
-            guard fields.count >= 3, let gid = UInt32(fields[2]) else { return nil }
-            let members = fields.count > 3 ? fields[3].split(separator: ",").map(String.init) : []
-            return (String(fields[0]), gid, members)
+        records("/etc/group") { text, fields in
+            guard fields.count >= 3, let gid = AccountFiles.id(text[fields[2]]) else { return nil }
+            let members = fields.count > 3 ? string(text, fields[3]).split(separator: ",").map(String.init) : []
+            return (string(text, fields[0]), gid, members)
         }
     }
 
-    /// The colon-separated fields of each line, skipping comments and NIS `+`/`-` lines.
-    private static func records(_ path: String) -> [[Substring]] {
-        guard let text = readProcFile(path) else { return [] }
-        return text.split(separator: "\n").compactMap { line in
-            guard let first = line.first, first != "#", first != "+", first != "-" else { return nil }
-            return line.split(separator: ":", omittingEmptySubsequences: false)
+    /// What `record` makes of each record of the file.
+    private static func records<Record>(_ path: String,
+                                        _ record: (UnsafeRawBufferPointer, [Range<Int>]) -> Record?) -> [Record] {
+        guard let bytes = readProcBytes(path) else { return [] }
+        var records: [Record] = []
+        bytes.withUnsafeBytes { text in
+            AccountFiles.forEachRecord(in: text) { fields in
+                if let made = record(text, fields) { records.append(made) }
+                return true
+            }
         }
+        return records
+    }
+
+    private static func string(_ text: UnsafeRawBufferPointer, _ field: Range<Int>) -> String {
+        String(decoding: UnsafeRawBufferPointer(rebasing: text[field]), as: UTF8.self)
     }
 }

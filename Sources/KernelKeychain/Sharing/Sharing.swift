@@ -1,4 +1,5 @@
 import Keyrings
+import KeyringCore
 
 #if canImport(Glibc)
 import Glibc
@@ -115,7 +116,7 @@ internal enum SharedServices {
         var byOwnerAndService: [OwnerAndService: SharedService] = [:]
         // Only services shared through a group this process carries: a key anyone may
         // view through its "other" rights is not shared with the caller by kc.
-        let callerGroups = Set(Accounts.supplementaryGroups() + [getegid()])
+        let callerGroups = Set(CallerGroups.supplementary() + [getegid()])
         for (serial, uid) in candidates(inProcKeys: text, excludingOwner: geteuid()) where owner == nil || owner == uid {
             guard let info = try? serial.describe(), info.type == "keyring", info.uid == uid,
                   let (marker, name) = ServiceMarker.parse(keyringDescription: info.description),
@@ -140,13 +141,20 @@ internal enum SharedServices {
 
     /// Keyrings in /proc/keys text whose description starts like a kc service keyring,
     /// with their owner, other than `excludingOwner`'s.
+    /// The lines are the core's ``ProcKeysLine`` (``ProcKeysLine/isServiceKeyring(in:)``),
+    /// as the front reads them.
     static func candidates(inProcKeys text: String, excludingOwner me: UInt32) -> [(serial: KeySerial, owner: UInt32)] {
-        ProcKeysEntry.parse(text).compactMap { entry in
-            guard entry.type == "keyring", entry.uid != me,
-                  entry.descriptionPrefix.hasPrefix(ServiceMarker.portablePrefix)
-                    || entry.descriptionPrefix.hasPrefix(ServiceMarker.deviceOnlyPrefix)
-            else { return nil }
-            return (entry.serial, entry.uid)
+        var text = text
+        var found: [(serial: KeySerial, owner: UInt32)] = []
+        text.withUTF8 { bytes in
+            let text = UnsafeRawBufferPointer(bytes)
+            ProcKeysLine.forEach(in: text) { line in
+                if line.isServiceKeyring(in: text) && line.uid != me {
+                    found.append((KeySerial(rawValue: Int32(bitPattern: line.serial)), line.uid))
+                }
+                return true
+            }
         }
+        return found
     }
 }

@@ -1,4 +1,5 @@
 import Keyrings
+import KeyringCore
 import SystemPackage
 
 #if canImport(Glibc)
@@ -63,24 +64,11 @@ internal struct VaultDirectory: Sendable {
     /// `$XDG_DATA_HOME/kc` if that is an absolute path, else `$HOME/.local/share/kc` if
     /// HOME is the caller's, else the home folder in the password database (PAM runs kc
     /// without HOME).
+    /// The environment's part is the core's ``VaultLocation`` (the front finds the vault by it too).
     static func defaultRoot() -> VaultPath? {
-        if let data = getenv("XDG_DATA_HOME"), data.pointee == UInt8(ascii: "/") {
-            // As for HOME below: `sudo -E` keeps the caller's; root must not use it.
-            var info = stat()
-            if geteuid() != 0 || stat(data, &info) != 0 || info.st_uid == 0 {
-                return VaultPath(bytes: cStringBytes(data)).appending("kc")
-            }
-        }
-        // A HOME that is another user's (`sudo` keeping the caller's HOME) is not this
-        // uid's home: root's items must not go to, or be refused by, that user's vault.
-        if let home = getenv("HOME"), home.pointee == UInt8(ascii: "/") {
-            var info = stat()
-            if stat(home, &info) == 0, info.st_uid == geteuid() {
-                return VaultPath(bytes: cStringBytes(home)).appending(".local/share/kc")
-            }
-        }
+        if let root = VaultLocation.rootFromEnvironment { return VaultPath(bytes: root) }
         guard let home = Accounts.home(ofUser: geteuid()) else { return nil }
-        return VaultPath(home).appending(".local/share/kc")
+        return VaultPath(bytes: VaultLocation.root(underHome: Array(home.utf8)))
     }
 
     var identityFile: VaultPath { root.appending("identity.age") }

@@ -1,6 +1,7 @@
 import Age
 import Crypto
 import Keyrings
+import KeyringCore
 
 #if canImport(Glibc)
 import Glibc
@@ -25,7 +26,7 @@ internal enum VaultKeys {
     /// persistent keyring expired read it there. A `user` key, owner-only, described
     /// `kc.vault:` and the vault's path, so two vaults (XDG_DATA_HOME) do not mix.
     static func stashDescription(for directory: VaultDirectory) -> KeyName {
-        KeyName("kc.vault:") + KeyName(bytes: directory.root.bytes)
+        KeyName(bytes: VaultLocation.stashDescription(root: directory.root.bytes))
     }
 
     static func stash(_ identity: AgeX25519Identity, for directory: VaultDirectory) throws(KeychainError) {

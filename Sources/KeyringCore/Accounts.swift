@@ -5,17 +5,19 @@ import CKeyutils
 /// modules), and the front reads them to know a name the full kc would resolve.
 public enum AccountFiles {
     /// Calls `body` with the fields of each record of `text`, split at every colon, until
-    /// it returns false. Skipped as glibc's files source skips them: empty lines, comments
-    /// (`#`), NIS compat entries (`+`, `-`) and lines that start with a space or a tab.
+    /// it returns false. Read as glibc's files source reads them (checked with `getent` over
+    /// a bind-mounted /etc/group): blanks at the start of a line are passed over, then
+    /// empty lines and comments (`#`) skipped; NIS compat entries (`+`, `-`) are skipped too.
     public static func forEachRecord(in text: UnsafeRawBufferPointer, _ body: (_ fields: [Range<Int>]) -> Bool) {
-        var start = 0
-        while start < text.count {
-            var end = start
+        var lineStart = 0
+        while lineStart < text.count {
+            var start = lineStart, end = lineStart
             while end < text.count && text[end] != UInt8(ascii: "\n") { end += 1 }
-            defer { start = end + 1 }
+            defer { lineStart = end + 1 }
+            while start < end && (text[start] == UInt8(ascii: " ") || (text[start] >= 0x09 && text[start] <= 0x0d)) { start += 1 }
             guard end > start else { continue }
             switch text[start] {
-            case UInt8(ascii: "#"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: " "), UInt8(ascii: "\t"): continue
+            case UInt8(ascii: "#"), UInt8(ascii: "+"), UInt8(ascii: "-"): continue
             default: break
             }
             var fields: [Range<Int>] = []

@@ -142,8 +142,8 @@ final class KeyringCoreTests: KeyringTestCase {
                 return true
             }
         }
-        XCTAssertEqual(names, ["root", "alice", "bad"])
-        XCTAssertEqual(ids, [0, 1000, nil], "2^32 - 1 means no id")
+        XCTAssertEqual(names, ["root", "space", "alice", "bad"], "blanks before a record are passed over, as glibc does")
+        XCTAssertEqual(ids, [0, 5, 1000, nil], "2^32 - 1 means no id")
     }
 
     func testVaultLocationFollowsTheEnvironment() throws {

@@ -31,6 +31,8 @@ func main(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar
             request.serveIfUpdatingInPlace()
         } else if let request = PlainRemove(argc: argc, argv: argv) {
             request.serveIfOneCopy()
+        } else if let request = PlainExec(argc: argc, argv: argv) {
+            request.serveIfOwnAndPlain(environment: environment)  // Front/Exec.swift
         }
     }
     FullKC.run(argv: argv, environment: environment)

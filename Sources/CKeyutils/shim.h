@@ -104,4 +104,10 @@ static inline int CKeyutils_open_read(const char *path, int followLinks) {
     return open(path, O_RDONLY | O_CLOEXEC | (followLinks ? 0 : O_NOFOLLOW));
 }
 
+// A signal back to its default action (SIG_DFL is a cast Swift cannot import), as the
+// full kc's `kc exec` starts its command with the signals it forwards; 0, or -1 with errno.
+static inline int CKeyutils_default_signal(int signal_number) {
+    return signal(signal_number, SIG_DFL) == SIG_ERR ? -1 : 0;
+}
+
 #endif

@@ -1,4 +1,5 @@
 import KernelKeychain
+import KeyringCore
 import Keyrings
 
 /// The variables `kc exec` makes of items: with `--env` every item, `db.password`
@@ -118,7 +119,13 @@ public enum EnvironmentNames {
 
     /// `db.password` -> `DB_PASSWORD`: upper-cased, anything but ASCII letters and digits
     /// becomes `_`, and a leading digit gets a `_` in front (names cannot start with one).
+    /// The core's rule (``ExecEnvironment/variableName(forItem:)``, which the front uses
+    /// too); a name that is not UTF-8 is named from its decoded text (U+FFFD for each bad
+    /// sequence, each one `_`), and the front hands such names over.
     static func variable(for item: KeyName) -> String {
+        if let name = item.bytes.withUnsafeBytes({ ExecEnvironment.variableName(forItem: $0) }) {
+            return String(decoding: name, as: UTF8.self)
+        }
         var name = String(item.jsonText.unicodeScalars.map { scalar -> Character in
             scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar))
                 ? Character(String(scalar).uppercased()) : "_"

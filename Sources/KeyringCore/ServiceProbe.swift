@@ -122,23 +122,34 @@ public enum ServiceKeyringProbe {
     }
 
     /// Appends the names of the `user` keys linked in `ring`, each the caller's, with
-    /// `checkingSize` only those whose size can be read; false where the full kc would
-    /// unlink a key (another uid's, or one that cannot be described), link the user
-    /// keyring to read again, or report an error.
+    /// `checkingSize` only those whose size can be read; false where ``userKeys(of:)`` is
+    /// nil or a size cannot be read.
     public static func appendUserKeyNames(of ring: Int32, to names: inout [[UInt8]], checkingSize: Bool) -> Bool {
-        guard let keys = linkedKeys(of: ring) else { return false }
+        guard let keys = userKeys(of: ring) else { return false }
+        for key in keys {
+            if checkingSize, keyctl_read(key.serial, nil, 0) < 0 { return false }
+            names.append(key.name)
+        }
+        return true
+    }
+
+    /// The `user` keys linked in `ring`, each the caller's, with their names (keys of
+    /// other types passed over); nil where the full kc would unlink a key (another uid's,
+    /// or one that cannot be described), link the user keyring to read again, or report
+    /// an error.
+    public static func userKeys(of ring: Int32) -> [(serial: Int32, name: [UInt8])]? {
+        guard let keys = linkedKeys(of: ring) else { return nil }
+        var found: [(serial: Int32, name: [UInt8])] = []
         for key in keys {
             let described: (isUser: Bool, name: [UInt8])?? = KeyDescribe.read(key) { fields, text in
                 guard fields.uid == geteuid() else { return nil }
                 let name = text.cString(at: fields.descriptionOffset)
                 return (fields.hasType("user", in: text), Array(UnsafeRawBufferPointer(start: name, count: strlen(name))))
             }
-            guard let described, let described else { return false }
-            guard described.isUser else { continue }
-            if checkingSize, keyctl_read(key, nil, 0) < 0 { return false }
-            names.append(described.name)
+            guard let described, let described else { return nil }
+            if described.isUser { found.append((key, described.name)) }
         }
-        return true
+        return found
     }
 
     /// The serials linked in `ring` (`keyctl_read`, size-probed), or nil if it cannot be read.

@@ -272,12 +272,22 @@ final class DeadlineTests: MountingTestCase {
         XCTAssertEqual(records(of: keys), [], "its record went with it")
     }
 
-    /// The records of items that expired are unlinked at the next timed write, before
-    /// the records themselves expire: else each would stay charged to the user's key
-    /// quota until its deadline and then until the kernel's collector takes it
-    /// (`kernel.keys.gc_delay`, five minutes), and the collector's prune would keep 4
-    /// bytes of its link charged for as long as `kc.expiry` lives.
-    func testRecordsOfExpiredItemsAreUnlinkedAtTheNextTimedWrite() throws {
+    /// Makes timed writes until one of them finds the deadline table holding at least
+    /// the number of records that makes a timed write unlink the records of gone items
+    /// (16): the timed items (each of `keychain`, named `filler0`...) it leaves are live.
+    private func fillDeadlineTable(with keychain: Keychain) throws {
+        for index in 0...16 {
+            try keychain.set("filler", forKey: "filler\(index)")
+            if recordedItems().count > 16 { break }
+        }
+    }
+
+    /// The records of items that expired are unlinked by a timed write once the table
+    /// holds 16 records, before the records themselves expire: else each would stay
+    /// charged to the user's key quota until its deadline and then until the kernel's
+    /// collector takes it (`kernel.keys.gc_delay`, five minutes), and the collector's
+    /// prune would keep 4 bytes of its link charged for as long as `kc.expiry` lives.
+    func testRecordsOfExpiredItemsAreUnlinkedOnceTheTableFills() throws {
         let shortLived = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock, timeout: .seconds(1))
         var recorded: Set<KeySerial> = []
         for index in 0..<10 {
@@ -290,7 +300,8 @@ final class DeadlineTests: MountingTestCase {
 
         let later = try Keychain(service: uniqueService(), accessibility: .afterFirstUnlock, timeout: .seconds(3600))
         try later.set("stays", forKey: "k")
-        XCTAssertEqual(Set(recordedItems().keys).intersection(recorded), [], "the timed write unlinked the record of every expired item")
+        try fillDeadlineTable(with: later)
+        XCTAssertEqual(Set(recordedItems().keys).intersection(recorded), [], "a timed write unlinked the record of every expired item")
         XCTAssertEqual(later["k"], "stays")
         _ = try? shortLived.removeAll()
         _ = try? later.removeAll()
@@ -301,7 +312,7 @@ final class DeadlineTests: MountingTestCase {
     /// session keyring was revoked at logout, as pam_keyinit does (issue 35: each login
     /// left its timed items' records behind until their deadlines, and about 60 logins
     /// filled an ordinary user's key quota).
-    func testRecordsOfItemsGoneBeforeTheirDeadlineAreUnlinkedAtTheNextTimedWrite() throws {
+    func testRecordsOfItemsGoneBeforeTheirDeadlineAreUnlinkedOnceTheTableFills() throws {
         // A login's item and its record (their serials printed), then its session
         // keyring revoked at logout.
         let login = try runShell("""
@@ -333,8 +344,9 @@ final class DeadlineTests: MountingTestCase {
         while Date() < collected, gone.contains(where: { (try? KeySerial(rawValue: $0).describe()) != nil }) { usleep(50_000) }
 
         try keychain.set("stays", forKey: "k")
+        try fillDeadlineTable(with: keychain)
         let now = recordedItems()
-        XCTAssertEqual(Set(now.keys).intersection(recorded), [], "the timed write unlinked the records of the items gone")
+        XCTAssertEqual(Set(now.keys).intersection(recorded), [], "a timed write unlinked the records of the items gone")
         XCTAssertEqual(records(of: [try XCTUnwrap(keychain.item("k")?.serial.rawValue)], among: now).count, 1, "and kept the live item's")
         XCTAssertEqual(keychain["k"], "stays")
         _ = try? keychain.removeAll()

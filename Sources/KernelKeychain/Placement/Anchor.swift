@@ -79,14 +79,14 @@ extension Anchor {
     /// grant the searcher "search" too, and kc's own keys grant possessors nothing.
     func serialForWriting() throws(KeychainError) -> KeySerial {
         if self == .persistent { return try serial() }
-        var anchor = self == .session ? SpecialKeyring.session.serial : try Anchor.user.serial()
+        let anchor = self == .session ? SpecialKeyring.session.serial : try Anchor.user.serial()
         let info: KeyDescription
         do {
-            if self == .session {
-                anchor = try anchor.resolved(create: false)
-            } else {
-                try anchor.link(into: SpecialKeyring.thread.serial)
-            }
+            // For the session keyring the describe is the lookup: like
+            // `keyctl_get_keyring_ID` without create, a lookup of `@s` by a process that
+            // has none installs the uid's default session keyring, which later calls then
+            // name; only a call that adds or moves into `@s` would make a new one.
+            if self != .session { try anchor.link(into: SpecialKeyring.thread.serial) }
             info = try anchor.describe()
         } catch {
             throw KeychainError(error)

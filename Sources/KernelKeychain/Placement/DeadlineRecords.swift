@@ -9,9 +9,10 @@ import Musl
 /// Exact deadlines, kept in the kernel beside the items: a keyring `kc.expiry` in the
 /// user keyring holds one `user` key per timed item, described by the item's serial,
 /// whose payload is the deadline in decimal seconds since the epoch, and which expires
-/// with the item; a record whose item went earlier is unlinked at the next timed write
-/// (``unlinkRecordsOfGoneItems(in:)``), so the table holds the records of live items
-/// and of those gone since the last timed write. No kernel call reads a key's expiry
+/// with the item; a record whose item went earlier is unlinked at a timed write that
+/// finds the table holding ``recordsKeptUnchecked`` records or more
+/// (``unlinkRecordsOfGoneItems(_:in:)``), so the table holds the records of live items
+/// and fewer than that of gone ones. No kernel call reads a key's expiry
 /// back, and /proc/keys rounds it (13 days show as `1w`), so without this a new key made
 /// for an old item (a rename, an import, a save of a timed item) could only be given a
 /// shorter life.
@@ -70,16 +71,18 @@ internal enum DeadlineRecords {
     private static func record(_ deadline: Deadline, seconds: UInt32, for item: KeySerial, in table: KeySerial?) throws(KeyctlError) {
         let ring: KeySerial
         if let table {
+            // Given by a write that replaces a recorded key and drops its record (or,
+            // failing to place the new key, this one): the table does not grow, so it
+            // is not looked over (``unlinkRecordsOfGoneItemsIfMany(in:)``).
             ring = table
         } else {
             do {
-                ring = try findOrCreateKeyring(described: keyringDescription, in: Anchor.user.serialForWriting(),
-                                               permissions: recordPermissions)
+                ring = try writableTable()
             } catch {
                 throw error.underlying ?? KeyctlError(.permissionDenied, call: "keyctl_search")
             }
+            unlinkRecordsOfGoneItemsIfMany(in: ring)
         }
-        unlinkRecordsOfGoneItems(in: ring)
         var text = Array(String(deadline.secondsSinceEpoch).utf8)
         defer { text.overwriteWithZeros() }
         let thread = SpecialKeyring.thread.serial
@@ -101,10 +104,45 @@ internal enum DeadlineRecords {
         }
     }
 
-    /// Unlinks the records whose item is gone, at each write that adds one: a
-    /// `keyctl_read` of the table, a describe of each record and, for a record still
-    /// live, a describe of the item it names (so a user's timed write costs two calls per
-    /// timed item of theirs; a write without a deadline never comes here). An item goes
+    /// The table a record goes into: the one readers find (``record(of:)`` searches the
+    /// user keyring for it) if it is the caller's own keyring, at a search and a describe;
+    /// else found or made race-free directly in the user keyring, readied for writing
+    /// (``Anchor/serialForWriting()``: its owner and mask checked), and any other uid's
+    /// keyring of that name there unlinked (``findOrCreateKeyring(described:in:permissions:)``).
+    /// A table of the caller's needs nothing of the user keyring's possession: records
+    /// are made in the thread keyring and moved in with the owner's own write right.
+    private static func writableTable() throws(KeychainError) -> KeySerial {
+        if let found = try? Anchor.user.serial().search(type: "keyring", description: keyringDescription),
+           let info = try? found.describe(), info.type == "keyring", info.uid == geteuid(),
+           !ServiceKeyring.needsSecuring(info) {
+            return found
+        }
+        return try findOrCreateKeyring(described: keyringDescription, in: Anchor.user.serialForWriting(),
+                                       permissions: recordPermissions)
+    }
+
+    /// How many records the table may hold before a timed write looks for records of gone
+    /// items: at most this many records of gone items are ever left charged to the
+    /// user's key quota (of an ordinary user's 200 keys and 20,000 bytes, 16 keys and
+    /// under 600 bytes), and a user with fewer timed items pays one `keyctl_read` per
+    /// timed write for them rather than two calls per record.
+    static let recordsKeptUnchecked = 16
+
+    /// ``unlinkRecordsOfGoneItems(_:in:)`` once the table holds ``recordsKeptUnchecked``
+    /// records or more (one `keyctl_read` tells); below that, nothing more. Every write
+    /// that adds a record to the table comes here first (one that replaces a recorded
+    /// key drops the old record, and the count stays), so the table grows past that
+    /// many only by records of live items: the records of gone items never number more,
+    /// whatever the number of writes or logins (issue 35), while a timed write of a user
+    /// with a few timed items costs one call for them (issue 39).
+    private static func unlinkRecordsOfGoneItemsIfMany(in table: KeySerial) {
+        guard let records = try? table.linkedKeys(), records.count >= recordsKeptUnchecked else { return }
+        unlinkRecordsOfGoneItems(records, in: table)
+    }
+
+    /// Unlinks those of `records` (the table's, as read) whose item is gone: a describe
+    /// of each record and, for a record still live, a describe of the item it names (two
+    /// calls per timed item; a write without a deadline never comes here). An item goes
     /// at its deadline (its record two seconds later), but also long before: removed by
     /// another tool, invalidated, or dropped with the session keyring of a login that
     /// ended (`pam_keyinit revoke` at logout, or its last process gone). Each login's
@@ -125,15 +163,14 @@ internal enum DeadlineRecords {
     /// minutes, for an expired one), and the collector's prune of its link keeps the 4
     /// bytes the link cost charged for as long as the table lives (it lives in the user
     /// keyring); an unlink gives back both at once.
-    private static func unlinkRecordsOfGoneItems(in table: KeySerial) {
-        guard let records = try? table.linkedKeys() else { return }
+    private static func unlinkRecordsOfGoneItems(_ records: [KeySerial], in table: KeySerial) {
         for record in records where isOfGoneItem(record) {
             try? record.unlink(from: table)
         }
     }
 
     /// Whether `record` is expired, or names an item that is gone (see
-    /// ``unlinkRecordsOfGoneItems(in:)``).
+    /// ``unlinkRecordsOfGoneItems(_:in:)``).
     private static func isOfGoneItem(_ record: KeySerial) -> Bool {
         let named: KeyDescription
         do throws(KeyctlError) {
@@ -283,6 +320,8 @@ extension KeySerial {
             return true
         } catch {
             try? unlink(from: thread)
+            // Its deadline record, if it has one, names a key that is gone now.
+            DeadlineRecords.forget([self])
             if error.meansKeyIsGone { return false }
             throw error
         }

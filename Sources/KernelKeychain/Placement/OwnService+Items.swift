@@ -33,21 +33,27 @@ extension OwnService {
         // The common case, kept free of collections: on this path in a short-lived
         // process the runtime's first generic-type lookups cost more than the syscalls.
         var home: KeySerial? = nil
-        var foundHome: KeySerial? = nil
+        var foundHome: (serial: KeySerial, info: KeyDescription?)? = nil
         var homeInfo: KeyDescription? = nil
+        var anchorLinks: [KeySerial]? = nil
         if let anchor = try self.home.anchor.serialForReading(),
            let found = try ServiceKeyring.findDescribed(ringDescription(self.home.marker), under: anchor,
                                                         trustingRecentCheck: forReading && !exactLevel) {
             home = found.serial
-            foundHome = found.serial
+            foundHome = found
             homeInfo = found.info
-            if exactLevel, try !Placement.isLinked(found.serial, in: anchor) { home = nil }
+            if exactLevel {
+                do { anchorLinks = try anchor.linkedKeys() } catch { throw KeychainError(error) }
+                if anchorLinks?.contains(found.serial) != true { home = nil }
+            }
         }
         if let home, let item = try Placement.search(ring: home, for: key) {
             return LocatedItem(ring: home, item: item, accessibility: exactLevel ? self.home : nil, ringInfo: homeInfo)
         }
-        // The home keyring the search above found and checked is not searched for again.
-        let rings = try ServiceKeyring.rings(of: name, startingWith: self.home, knownFirst: foundHome)
+        // The home keyring the search above found and checked is not searched for again,
+        // nor its anchor's links read again.
+        let rings = try ServiceKeyring.rings(of: name, startingWith: self.home, knownFirst: foundHome,
+                                             knownFirstAnchorLinks: anchorLinks)
         for ring in rings where ring.serial != home {
             if let item = try Placement.search(ring: ring.serial, for: key) {
                 return LocatedItem(ring: ring.serial, item: item, accessibility: ring.accessibility)
@@ -124,7 +130,7 @@ extension OwnService {
             return true
         }
         let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home, probed: probed.isEmpty ? nil : probed)
-        let sharing = try sharingForWrite(rings: rings.map(\.serial))
+        let sharing = try sharingForWrite(rings: rings)
         // Planned from a locate that found no copy: none to gather.
         let previous = known == nil ? try gather(key, into: homeRing, from: rings) : nil
         let previousRecord = previous.flatMap { DeadlineRecords.record(of: $0) }
@@ -317,7 +323,7 @@ extension OwnService {
     /// (`keyctl_move`), so its value, deadline and serial stay. False if there is none.
     func moveHome(_ key: KeyName) throws(KeychainError) -> Bool {
         let (homeRing, rings) = try ServiceKeyring.rings(of: name, home: home)
-        let sharing = try sharingForWrite(rings: rings.map(\.serial))
+        let sharing = try sharingForWrite(rings: rings)
         for _ in 0..<8 {
             let found = try Placement.copies(of: key, in: rings)
             guard let keep = found.min(by: { $0.item.rawValue < $1.item.rawValue }) else { return false }

@@ -42,8 +42,22 @@ internal struct ServiceKeyring: Hashable, Sendable {
     var serial: KeySerial
     var anchor: Anchor
     var marker: ServiceMarker
+    /// The keyring's description as the search that found it read it (its owner
+    /// checked), if it did: a write plans its sharing with it rather than describing the
+    /// keyring again (``OwnService/sharingForWrite(rings:)``). Not part of its identity.
+    var info: KeyDescription? = nil
 
     var accessibility: Accessibility { Accessibility(anchor: anchor, marker: marker) }
+
+    static func == (lhs: ServiceKeyring, rhs: ServiceKeyring) -> Bool {
+        lhs.serial == rhs.serial && lhs.anchor == rhs.anchor && lhs.marker == rhs.marker
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(serial)
+        hasher.combine(anchor)
+        hasher.combine(marker)
+    }
 
     /// Finds a service keyring from `anchor` (which also searches keyrings nested in it,
     /// such as the user keyring inside the session keyring). Nil if there is none.
@@ -138,17 +152,23 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// service being replaced is never reported missing.
     ///
     /// `knownFirst`: the keyring a search from `first`'s anchor just found and checked
-    /// (a locate's home hit), taken as that search's answer rather than searched for again.
+    /// (a locate's home hit), taken as that search's answer rather than searched for again,
+    /// with its description if that search read it; `knownFirstAnchorLinks`: the keys
+    /// linked in `first`'s anchor, if the locate just read them, taken rather than read again.
     static func rings(of service: KeyName, startingWith first: Accessibility = .whenUnlocked,
                       stopAtFirst: Bool = false, trustingRecentCheck: Bool = false,
-                      knownFirst: KeySerial? = nil) throws(KeychainError) -> [ServiceKeyring] {
+                      knownFirst: (serial: KeySerial, info: KeyDescription?)? = nil,
+                      knownFirstAnchorLinks: [KeySerial]? = nil) throws(KeychainError) -> [ServiceKeyring] {
         var rings: [ServiceKeyring] = []
         var known = knownFirst
+        var knownLinks = knownFirstAnchorLinks
         for _ in 0..<8 {
             var unplaced: Swift.Set<KeySerial> = []
             rings = try probeRings(of: service, startingWith: first, stopAtFirst: stopAtFirst,
-                                   trustingRecentCheck: trustingRecentCheck, knownFirst: known, unplaced: &unplaced)
+                                   trustingRecentCheck: trustingRecentCheck, knownFirst: known,
+                                   knownFirstAnchorLinks: knownLinks, unplaced: &unplaced)
             known = nil
+            knownLinks = nil
             unplaced.subtract(rings.map(\.serial))
             if unplaced.isEmpty { return rings }
         }
@@ -159,27 +179,31 @@ internal struct ServiceKeyring: Hashable, Sendable {
     /// found but not linked directly in the anchor searched go into `unplaced` (nested
     /// in it, to be found under their own anchor, or displaced).
     private static func probeRings(of service: KeyName, startingWith first: Accessibility, stopAtFirst: Bool,
-                                   trustingRecentCheck: Bool, knownFirst: KeySerial?,
+                                   trustingRecentCheck: Bool, knownFirst: (serial: KeySerial, info: KeyDescription?)?,
+                                   knownFirstAnchorLinks: [KeySerial]?,
                                    unplaced: inout Swift.Set<KeySerial>) throws(KeychainError) -> [ServiceKeyring] {
         var rings: [ServiceKeyring] = []
         for anchor in Anchor.probeOrder(startingWith: first.anchor) {
             guard let anchorSerial = try anchor.serialForReading() else { continue }
-            var linked: [KeySerial]? = nil
+            var linked: [KeySerial]? = anchor == first.anchor ? knownFirstAnchorLinks : nil
             for marker in ServiceMarker.probeOrder(startingWith: first.marker) {
                 let ring: KeySerial
+                var info: KeyDescription? = nil
                 if let knownFirst, anchor == first.anchor, marker == first.marker {
-                    ring = knownFirst
+                    ring = knownFirst.serial
+                    info = knownFirst.info
                 } else {
-                    guard let found = try find(service: service, marker: marker, under: anchorSerial,
-                                               trustingRecentCheck: stopAtFirst && trustingRecentCheck) else { continue }
-                    ring = found
+                    guard let found = try findDescribed(marker.keyringDescription(for: service), under: anchorSerial,
+                                                        trustingRecentCheck: stopAtFirst && trustingRecentCheck) else { continue }
+                    ring = found.serial
+                    info = found.info
                 }
-                if stopAtFirst { return [ServiceKeyring(serial: ring, anchor: anchor, marker: marker)] }
+                if stopAtFirst { return [ServiceKeyring(serial: ring, anchor: anchor, marker: marker, info: info)] }
                 if linked == nil {
                     do { linked = try anchorSerial.linkedKeys() } catch { throw KeychainError(error) }
                 }
                 if linked?.contains(ring) == true {
-                    rings.append(ServiceKeyring(serial: ring, anchor: anchor, marker: marker))
+                    rings.append(ServiceKeyring(serial: ring, anchor: anchor, marker: marker, info: info))
                 } else {
                     unplaced.insert(ring)
                 }

@@ -103,11 +103,19 @@ extension OwnService {
     /// joins is checked against its source afterwards and made private again if the
     /// source was unshared meanwhile (`unshare` strips every keyring twice before the
     /// items, so one of the two sees the join).
-    func sharingForWrite(rings: [KeySerial]) throws(KeychainError) -> Sharing? {
+    ///
+    /// A ring the probe that found it described (``ServiceKeyring/info``) is not
+    /// described again: that read is the one its sharing is decided and acted on from, and
+    /// the re-check after the write (``store(_:forKey:until:)``) sees any change since.
+    func sharingForWrite(rings: [ServiceKeyring]) throws(KeychainError) -> Sharing? {
         var states: [(ring: KeySerial, sharing: Sharing?)] = []
         for ring in rings {
+            if let info = ring.info {
+                states.append((ring.serial, Sharing(info)))
+                continue
+            }
             do {
-                states.append((ring, Sharing(try ring.describe())))
+                states.append((ring.serial, Sharing(try ring.serial.describe())))
             } catch {
                 if !error.meansKeyIsGone { throw KeychainError(error) }
             }
@@ -120,7 +128,7 @@ extension OwnService {
                 }
             } else {
                 let sharing = Sharing(group: group, isGroupWritable: groupWritable)
-                try Placement.apply(sharing, to: rings)
+                try Placement.apply(sharing, to: rings.map(\.serial))
                 return sharing
             }
         }

@@ -836,3 +836,84 @@ private func builtFront() throws -> String {
     }
     return front
 }
+
+// MARK: kc exec
+
+extension FrontTests {
+    /// `kc exec --env` of one's own services: the front becomes the command with the same
+    /// environment the full kc gives the command it runs (every level's items, variables
+    /// set over inherited ones of the same name, in the full kc's order), the same exit
+    /// status, the same death by a signal, and the same message for a command that is not
+    /// there. (`_` is the program bash ran, which differs by path; it is left out.)
+    func testExecOfOwnServicesIsServedAndRunsTheCommandAsTheFullKcRunsIt() throws {
+        let service = try serviceAtEveryLevel(), other = uniqueService("front-exec-other")
+        try Keychain(service: other).set("pw 1", forKey: "db.password")
+        try Keychain(service: other).set("n", forKey: "1st")
+        let state = { [try ServiceState(service), try ServiceState(other)] }
+        let printed = "env | grep -v '^_='"
+        var inherited = withoutVault
+        inherited["TOKEN"] = "inherited"
+        inherited["DB_PASSWORD"] = "inherited too"
+        for arguments in [words("exec", "--service", service, "--env", "--", "sh", "-c", printed),
+                          words("exec", "--env", "--service", service, "--service", other, "--service", service, "--", "/bin/sh", "-c", printed)] {
+            let (result, _) = try assertSame(arguments, served: true, environment: inherited, state: state)
+            XCTAssertEqual(result.status, 0, "\(result)")
+            let lines = String(decoding: result.standardOutput, as: UTF8.self).split(separator: "\n")
+            XCTAssertTrue(lines.contains("TOKEN=v") && lines.contains("DEEP=afu") && lines.contains("KEPT=al") && lines.contains("HERE=local"),
+                          "every level's items: \(lines)")
+            XCTAssertFalse(lines.contains("TOKEN=inherited"), "an item's variable replaces the inherited one")
+        }
+        let (both, _) = try assertSame(words("exec", "--env", "--service", service, "--service", other, "--", "sh", "-c", printed),
+                                       served: true, environment: inherited, state: state)
+        let lines = String(decoding: both.standardOutput, as: UTF8.self).split(separator: "\n")
+        XCTAssertTrue(lines.contains("DB_PASSWORD=pw 1") && lines.contains("_1ST=n"), "\(lines)")
+        // The command's end is kc's.
+        let (exited, _) = try assertSame(words("exec", "--service", service, "--env", "--", "sh", "-c", "exit 7"),
+                                         served: true, environment: withoutVault, state: state)
+        XCTAssertEqual(exited.status, 7)
+        let (killed, _) = try assertSame(words("exec", "--service", service, "--env", "--", "sh", "-c", "kill -TERM $$"),
+                                         served: true, environment: withoutVault, state: state)
+        XCTAssertNotEqual(killed.status, 0)
+        // A signal the caller ignores reaches the command at its default action, as the
+        // full kc's spawn sets it.
+        let (interrupted, _) = try assertSame(words("exec", "--service", service, "--env", "--", "sh", "-c", "kill -INT $$; echo survived"),
+                                              served: true, environment: withoutVault, prefix: "trap '' INT; exec", state: state)
+        XCTAssertEqual(interrupted.standardOutput, [], "\(interrupted)")
+        let (missing, _) = try assertSame(words("exec", "--service", service, "--env", "--", "kc-no-such-command-\(getpid())"),
+                                          served: true, environment: withoutVault, state: state)
+        XCTAssertEqual(missing.status, 127)
+        XCTAssertEqual(missing.standardError, "kc: cannot run 'kc-no-such-command-\(getpid())': No such file or directory\n")
+    }
+
+    /// What the full kc refuses with a message or reads otherwise is handed over before
+    /// anything changed, and it says and does what it always did.
+    func testEveryOtherExecIsTheFullKcs() throws {
+        let service = uniqueService("front-exec-refused"), absent = service + ".absent"
+        let keychain = try Keychain(service: service)
+        try keychain.set("v", forKey: "token")
+        let state = { try ServiceState(service) }
+        let command = ["--", "sh", "-c", "env | grep -v '^_=' | grep -c ."]
+        for spelling in [["exec", "--service", absent, "--env"], ["exec", "--service", service, "--files"],
+                         ["exec", "--service", service, "--env", "--files"], ["exec", "--service", service, "--var", "TOKEN"],
+                         ["exec", "--service", service, "--env", "--allow-env", "PATH"], ["exec", "--service=\(service)", "--env"],
+                         ["exec", "--service", service, "--env", "--group", "root"]] {
+            try assertSame((spelling + command).map { Array($0.utf8) }, served: false, environment: withoutVault, state: state)
+        }
+        // With a vault the full kc may load items first.
+        try FileManager.default.createDirectory(atPath: folder + "/data/kc", withIntermediateDirectories: true)
+        try assertSame(words("exec", "--service", service, "--env", "--", "true"), served: false,
+                       environment: environment(["XDG_DATA_HOME": folder + "/data"]), state: state)
+        // Items the full kc refuses to make variables of, or names otherwise.
+        for (name, value) in [("ld.preload", Array("x".utf8)), ("TOKEN", Array("clash".utf8)), ("nul", [0x61, 0, 0x62]),
+                              ("caf\u{e9}", Array("é".utf8))] {
+            try keychain.set(Data(value), forKey: name)
+            defer { try? keychain.remove(name) }
+            let (result, _) = try assertSame(words("exec", "--service", service, "--env", "--", "true"), served: name == "caf\u{e9}",
+                                             environment: withoutVault, state: state)
+            XCTAssertEqual(result.status, name == "caf\u{e9}" ? 0 : 2, "\(name): \(result)")
+        }
+        let odd = try Keychain(service: service)
+        try odd.set("v", forKey: KeyName(bytes: [0x61, 0xff]))
+        try assertSame(words("exec", "--service", service, "--env", "--", "true"), served: false, environment: withoutVault, state: state)
+    }
+}

@@ -217,10 +217,7 @@ enum GitCredentialGet {
             guard let only = users.first else { return .exit(0) }
             user = only
         }
-        guard let passwordName = CredentialNameCodec.item(user) else { return .exit(0) }
-        var refreshName = passwordName
-        refreshName.append(contentsOf: refreshSuffix)
-        guard refreshName.count <= 255 else { return .exit(0) }
+        guard let (passwordName, refreshName) = GitCredentialNames.items(forUser: user) else { return .exit(0) }
 
         let password = keyrings.lookup(passwordName)
         if case .uncertain = password { return .handOver }
@@ -241,8 +238,6 @@ enum GitCredentialGet {
         }
         return answered.flatMap { $0 } ?? .handOver
     }
-
-    private static let refreshSuffix: [UInt8] = byteArray("%oauth_refresh_token")
 
     /// `username=`, `password=` and `oauth_refresh_token=` lines, written in one write;
     /// `handOver` if a value holds a line feed or a NUL, which the full kc refuses with
@@ -281,50 +276,29 @@ enum GitCredentialGet {
     /// `oauth_refresh_token=`, `password_expiry_utc=` (secrets, and a number to check).
     private static func parse(_ input: UnsafeRawBufferPointer) -> Request? {
         var request = Request()
-        var lineStart = 0
-        while lineStart <= input.count {
-            var lineEnd = lineStart
-            while lineEnd < input.count && input[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
-            defer { lineStart = lineEnd + 1 }
-            var end = lineEnd
-            if end > lineStart && input[end - 1] == UInt8(ascii: "\r") { end -= 1 }
-            if end == lineStart { continue }
-            let line = UnsafeRawBufferPointer(rebasing: input[lineStart..<end])
-            guard !line.contains(0), let equals = line.firstIndex(of: UInt8(ascii: "=")) else { return nil }
-            let key = UnsafeRawBufferPointer(rebasing: line[..<equals])
-            let value = Array(line[(equals + 1)...])
+        var leftToTheFullKC = false
+        let error = GitCredentialNames.forEachAttribute(in: input) { key, value in
             if key.equals("protocol") {
-                request.protocolName = value
+                request.protocolName = Array(value)
             } else if key.equals("host") {
-                request.host = value
+                request.host = Array(value)
             } else if key.equals("path") {
-                request.path = value
+                request.path = Array(value)
             } else if key.equals("username") {
-                request.username = value
+                request.username = Array(value)
             } else if key.equals("password") || key.equals("oauth_refresh_token")
                         || key.equals("password_expiry_utc") || key.equals("url") {
-                return nil
+                leftToTheFullKC = true
+                return false
             }
+            return true
         }
-        return request
+        return error == nil && !leftToTheFullKC ? request : nil
     }
 
-    /// `GitCredentialHelper.serviceName`: `git:PROTOCOL:HOST[%2FPATH]`, each part escaped
-    /// (and `:` in the protocol); nil without a protocol, without a host or path, for a
-    /// host with a `/`, or over 255 bytes.
+    /// `git:PROTOCOL:HOST[%2FPATH]` (the core's ``GitCredentialNames/service(protocolName:host:path:)``).
     private static func serviceName(for request: Request) -> [UInt8]? {
-        guard let protocolName = request.protocolName, !protocolName.isEmpty else { return nil }
-        let host = request.host ?? []
-        guard !host.isEmpty || request.path != nil, !host.contains(UInt8(ascii: "/")) else { return nil }
-        var name = byteArray("git:")
-        CredentialNameCodec.appendEncoded(protocolName, escapingColon: true, to: &name)
-        name.append(UInt8(ascii: ":"))
-        CredentialNameCodec.appendEncoded(host, to: &name)
-        if let path = request.path {
-            name.append(contentsOf: byteArray("%2F"))
-            CredentialNameCodec.appendEncoded(path, to: &name)
-        }
-        return name.count <= 255 ? name : nil
+        GitCredentialNames.service(protocolName: request.protocolName, host: request.host, path: request.path)
     }
 
     /// `GitCredentialHelper.storedUsers`: the users with a password or refresh token in
@@ -334,12 +308,7 @@ enum GitCredentialGet {
         guard let names = keyrings.itemNames() else { return nil }
         var users: [[UInt8]] = []
         for name in names {
-            var itemName = name
-            if itemName.count > refreshSuffix.count, itemName.suffix(refreshSuffix.count).elementsEqual(refreshSuffix) {
-                itemName.removeLast(refreshSuffix.count)
-            }
-            guard let user = CredentialNameCodec.decode(itemName), CredentialNameCodec.item(user) == itemName,
-                  !users.contains(user) else { continue }
+            guard let user = GitCredentialNames.user(ofItem: name), !users.contains(user) else { continue }
             users.append(user)
         }
         return users
@@ -356,13 +325,9 @@ enum DockerCredentialGet {
     /// with), else `handOver`.
     static func serve(_ input: UnsafeRawBufferPointer, vaultRoot: ByteText) -> HelperOutcome {
         // `serverURL(in:)`: without the white space around it; none at all is an error.
-        let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
-        guard let first = input.firstIndex(where: { !isSpace($0) }), let last = input.lastIndex(where: { !isSpace($0) })
-        else { return .handOver }
-        let server = Array(input[first...last])
-        var service = byteArray("docker:")
-        CredentialNameCodec.appendEncoded(server, to: &service)
-        guard service.count <= 255, !service.contains(0) else { return .handOver }
+        guard let range = DockerCredentialNames.serverRange(in: input) else { return .handOver }
+        let server = Array(input[range])
+        guard let service = DockerCredentialNames.service(server: server) else { return .handOver }
         var keyrings = CredentialService(service, vaultRoot: vaultRoot)
         guard let names = keyrings.itemNames() else { return .handOver }
         for name in names {
@@ -384,44 +349,23 @@ enum DockerCredentialGet {
     /// `{"ServerURL":...,"Username":...,"Secret":...}` and a line feed (exit 0, or 1 if
     /// it cannot be written); `handOver` if a part is not UTF-8.
     private static func answer(server: [UInt8], user: [UInt8], secret: UnsafeRawBufferPointer?) -> HelperOutcome {
-        guard let secret, isUTF8(server), isUTF8(user), isUTF8(secret) else { return .handOver }
+        guard let secret else { return .handOver }
         var output: [UInt8] = []
         // Room for the longest escaping up front: a reallocation would leave a copy.
         output.reserveCapacity((secret.count + server.count + user.count) * 6 + 64)
         output.append(contentsOf: byteArray(#"{"ServerURL":"#))
-        server.withUnsafeBytes { appendString($0, to: &output) }
+        guard server.withUnsafeBytes({ JSONString.append($0, to: &output) }) else { return .handOver }
         output.append(contentsOf: byteArray(#","Username":"#))
-        user.withUnsafeBytes { appendString($0, to: &output) }
+        guard user.withUnsafeBytes({ JSONString.append($0, to: &output) }) else { return .handOver }
         output.append(contentsOf: byteArray(#","Secret":"#))
-        appendString(secret, to: &output)
+        guard JSONString.append(secret, to: &output) else {
+            output.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
+            return .handOver
+        }
         output.append(contentsOf: byteArray("}\n"))
         let written = output.withUnsafeBytes { StandardStream.write($0, to: 1) }
         output.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
         return .exit(written ? 0 : 1)
-    }
-
-    private static func isUTF8(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBytes { NameRules.isUTF8($0) } }
-
-    private static func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool { NameRules.isUTF8(bytes) }
-
-    /// `StrictJSON.appendString` for UTF-8 bytes.
-    private static func appendString(_ bytes: UnsafeRawBufferPointer, to output: inout [UInt8]) {
-        let hex: StaticString = "0123456789abcdef"
-        output.append(UInt8(ascii: "\""))
-        for byte in bytes {
-            switch byte {
-            case UInt8(ascii: "\""): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case UInt8(ascii: "\n"): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case UInt8(ascii: "\r"): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case UInt8(ascii: "\t"): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0..<0x20, 0x7F:
-                output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                           hex.utf8Start[Int(byte >> 4)], hex.utf8Start[Int(byte & 0x0F)]])
-            default: output.append(byte)
-            }
-        }
-        output.append(UInt8(ascii: "\""))
     }
 }
 

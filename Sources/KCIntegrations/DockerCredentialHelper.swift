@@ -1,4 +1,5 @@
 import KernelKeychain
+import KeyringCore
 import Keyrings
 
 /// The credential helper protocol of docker and podman
@@ -20,7 +21,7 @@ import Keyrings
 public enum DockerCredentialHelper {
     /// The error text clients take to mean "no credential for this server".
     public static let notFound = "credentials not found in native keychain"
-    static let servicePrefix = Array("docker:".utf8)
+    static let servicePrefix = Array(staticBytes(DockerCredentialNames.servicePrefix))
     /// The most input a helper reads: a secret of 32767 bytes is up to six times longer
     /// as JSON escapes.
     public static let inputLimit = 262_144
@@ -138,20 +139,17 @@ public enum DockerCredentialHelper {
 
     /// `docker:` and the escaped server URL; nil if that is too long for a name.
     static func serviceName(forServer server: [UInt8]) -> KeyName? {
-        let name = servicePrefix + CredentialName.encode(server)
-        guard name.count <= 255, !name.contains(0) else { return nil }
-        return KeyName(bytes: name)
+        DockerCredentialNames.service(server: server).map { KeyName(bytes: $0) }
     }
 
     /// The server URL a client sent, without surrounding white space: the reference
     /// helpers trim it on `get` and `erase` (the whole input) but not in `store`'s JSON,
     /// which made ` host ` stored and `host` asked two servers; kc trims it for all three.
     static func serverURL(in input: [UInt8]) throws(Failure) -> [UInt8] {
-        let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
-        guard let first = input.firstIndex(where: { !isSpace($0) }), let last = input.lastIndex(where: { !isSpace($0) }) else {
+        guard let range = input.withUnsafeBytes({ DockerCredentialNames.serverRange(in: $0) }) else {
             throw Failure("no credentials server URL")
         }
-        return Array(input[first...last])
+        return Array(input[range])
     }
 
     private static func reported<R>(_ body: () throws(KeychainError) -> R) throws(Failure) -> R {

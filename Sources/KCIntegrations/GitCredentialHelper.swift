@@ -1,4 +1,5 @@
 import KernelKeychain
+import KeyringCore
 import Keyrings
 
 /// git's credential helper protocol (gitcredentials(7), git-credential(1)) and how kc
@@ -27,7 +28,7 @@ public enum GitCredentialHelper {
     /// The most input a helper reads: git sends a few short `key=value` lines.
     public static let inputLimit = 65536
     static let latestItem = KeyName("%latest")
-    static let refreshSuffix = Array("%oauth_refresh_token".utf8)
+    static let refreshSuffix = Array(staticBytes(GitCredentialNames.refreshSuffix))
 
     /// What git said about one credential (``parse(_:)`` reads it). Values are bytes,
     /// as git passes them; the password and refresh token are secrets.
@@ -62,38 +63,57 @@ public enum GitCredentialHelper {
     /// its parts and, as in git, clears what came before it. The caller zeroes `input`.
     public static func parse(_ input: [UInt8]) throws(Failure) -> Credential {
         var credential = Credential()
-        var lineNumber = 0
-        for line in input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
-            lineNumber += 1
-            var line = line
-            if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
-            if line.isEmpty { continue }  // only the final newline's empty remainder
-            if line.contains(0) { throw Failure("line \(lineNumber) holds a NUL byte; git never sends one") }
-            guard let equals = line.firstIndex(of: UInt8(ascii: "=")) else {
-                throw Failure("line \(lineNumber) is not key=value")
-            }
-            let key = String(decoding: line[..<equals], as: UTF8.self)
-            let value = Array(line[(equals + 1)...])
-            switch key {
-            case "protocol": credential.protocolName = value
-            case "host": credential.host = value
-            case "path": credential.path = value
-            case "username": credential.username = value
-            case "password": credential.password?.overwriteWithZeros(); credential.password = value
-            case "oauth_refresh_token": credential.refreshToken?.overwriteWithZeros(); credential.refreshToken = value
-            case "password_expiry_utc":
-                guard let text = String(validating: value, as: UTF8.self), let seconds = Int64(text) else {
-                    throw Failure("password_expiry_utc on line \(lineNumber) is not a number of seconds since 1970")
+        var failure: Failure? = nil
+        // The lines as the core reads them (the front's `get` reads them so too).
+        let lineError = input.withUnsafeBytes { input in
+            GitCredentialNames.forEachAttribute(in: input) { keyBytes, valueBytes in
+                let key = String(decoding: keyBytes, as: UTF8.self)
+                let value = Array(valueBytes)
+                switch key {
+                case "protocol": credential.protocolName = value
+                case "host": credential.host = value
+                case "path": credential.path = value
+                case "username": credential.username = value
+                case "password": credential.password?.overwriteWithZeros(); credential.password = value
+                case "oauth_refresh_token": credential.refreshToken?.overwriteWithZeros(); credential.refreshToken = value
+                case "password_expiry_utc":
+                    guard let text = String(validating: value, as: UTF8.self), let seconds = Int64(text) else {
+                        failure = Failure("password_expiry_utc on line \(lineNumber(of: keyBytes, in: input)) is not a number of seconds since 1970")
+                        return false
+                    }
+                    credential.passwordExpiry = seconds
+                case "url":
+                    credential.overwriteWithZeros()
+                    do throws(Failure) { credential = try parseURL(value) } catch {
+                        failure = error
+                        return false
+                    }
+                default:
+                    break  // an attribute of a newer git, or another helper's
                 }
-                credential.passwordExpiry = seconds
-            case "url":
-                credential.overwriteWithZeros()
-                credential = try parseURL(value)
-            default:
-                continue  // an attribute of a newer git, or another helper's
+                return true
             }
         }
-        return credential
+        if let failure {
+            credential.overwriteWithZeros()
+            throw failure
+        }
+        switch lineError {
+        case .nul(let line)?:
+            credential.overwriteWithZeros()
+            throw Failure("line \(line) holds a NUL byte; git never sends one")
+        case .notKeyValue(let line)?:
+            credential.overwriteWithZeros()
+            throw Failure("line \(line) is not key=value")
+        case nil:
+            return credential
+        }
+    }
+
+    /// The number (from 1) of the line a key of `input` is on, for a message.
+    private static func lineNumber(of key: UnsafeRawBufferPointer, in input: UnsafeRawBufferPointer) -> Int {
+        guard let start = key.baseAddress, let base = input.baseAddress else { return 1 }
+        return 1 + UnsafeRawBufferPointer(start: base, count: start - base).count { $0 == UInt8(ascii: "\n") }
     }
 
     /// `PROTOCOL://[USER[:PASSWORD]@]HOST[/PATH]`, split and decoded exactly as git's
@@ -162,40 +182,20 @@ public enum GitCredentialHelper {
     /// The service of a remote, or nil when git did not say which (no protocol, or
     /// neither host nor path), the host holds a `/`, or the name would be too long.
     static func serviceName(for credential: Credential) -> KeyName? {
-        guard let protocolName = credential.protocolName, !protocolName.isEmpty else { return nil }
-        let host = credential.host ?? []
-        guard !host.isEmpty || credential.path != nil else { return nil }
-        // No real host holds a `/` (it could only come from a `%2F` in a URL), and its
-        // name would be that of the host before the `/` with a path: `host=a.com/x`
-        // must not read what was stored for `host=a.com` and `path=x`.
-        guard !host.contains(UInt8(ascii: "/")) else { return nil }
-        var name = Array("git:".utf8) + CredentialName.encode(protocolName, escapingColon: true)
-        name.append(UInt8(ascii: ":"))
-        name += CredentialName.encode(host)
-        if let path = credential.path { name += Array("%2F".utf8) + CredentialName.encode(path) }
-        guard name.count <= 255 else { return nil }
-        return KeyName(bytes: name)
+        GitCredentialNames.service(protocolName: credential.protocolName, host: credential.host, path: credential.path)
+            .map { KeyName(bytes: $0) }
     }
 
     /// The items of a user: the password's and the refresh token's.
     static func itemNames(forUser user: [UInt8]) -> (password: KeyName, refreshToken: KeyName)? {
-        guard let password = CredentialName.item(user) else { return nil }
-        let refreshToken = password.bytes + refreshSuffix
-        guard refreshToken.count <= 255 else { return nil }
-        return (password, KeyName(bytes: refreshToken))
+        GitCredentialNames.items(forUser: user).map { (KeyName(bytes: $0.password), KeyName(bytes: $0.refreshToken)) }
     }
 
     /// The users with a password or refresh token in the service, by name.
     static func storedUsers(in keychain: Keychain) throws(Failure) -> [[UInt8]] {
         var users: [[UInt8]] = []
         for name in try reported({ () throws(KeychainError) in try keychain.allKeyNames() }) {
-            var itemName = name.bytes
-            if itemName.count > refreshSuffix.count, itemName.suffix(refreshSuffix.count).elementsEqual(refreshSuffix) {
-                itemName.removeLast(refreshSuffix.count)
-            }
-            // Only names this helper made: one that does not encode back exactly is not.
-            guard let user = CredentialName.decode(itemName), CredentialName.item(user)?.bytes == itemName,
-                  !users.contains(user) else { continue }
+            guard let user = GitCredentialNames.user(ofItem: name.bytes), !users.contains(user) else { continue }
             users.append(user)
         }
         return users

@@ -1,4 +1,5 @@
 import KernelKeychain
+import KeyringCore
 
 /// Just enough JSON (RFC 8259) for docker-credential-kc, without Foundation's decoder
 /// (its start-up would be most of a helper call): reading one object's string fields,
@@ -65,26 +66,11 @@ enum StrictJSON {
         guard reader.position == json.count else { throw reader.error("unexpected text after the object") }
     }
 
-    /// Appends `bytes` as a JSON string. False, appending nothing, if they are not UTF-8.
+    /// Appends `bytes` as a JSON string (the core's ``JSONString``, which the front's
+    /// docker answer writes with too). False, appending nothing, if they are not UTF-8.
     @discardableResult
     static func appendString(_ bytes: [UInt8], to output: inout [UInt8]) -> Bool {
-        guard String(validating: bytes, as: UTF8.self) != nil else { return false }
-        let hex = Array("0123456789abcdef".utf8)
-        output.append(UInt8(ascii: "\""))
-        for byte in bytes {
-            switch byte {
-            case UInt8(ascii: "\""): output += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
-            case UInt8(ascii: "\\"): output += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
-            case UInt8(ascii: "\n"): output += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-            case UInt8(ascii: "\r"): output += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-            case UInt8(ascii: "\t"): output += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-            case 0..<0x20, 0x7F:
-                output += Array(#"\u00"#.utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
-            default: output.append(byte)
-            }
-        }
-        output.append(UInt8(ascii: "\""))
-        return true
+        bytes.withUnsafeBytes { JSONString.append($0, to: &output) }
     }
 
     private struct Reader {

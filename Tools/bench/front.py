@@ -89,6 +89,11 @@ rows = [
     ("front `kc set S K < value` (no vault)", "full `kc set S K < value`", None, pairs(set_value(FRONT), set_value(KC))),
     ("front `kc rm S K` (no vault)", "`keyctl unlink SERIAL RING`", 1.1, pairs(removal(FRONT), unlink)),
     ("front `kc rm S K` (no vault)", "full `kc rm S K`", None, pairs(removal(FRONT), removal(KC))),
+    # kc exec --env of one's own service (3 items), served by the front (issue 39).
+    ("front `kc exec --service S --env -- true`", "`env true`", 1.2,
+     pairs(lambda: spawn([FRONT, "exec", "--service", "bench.front", "--env", "--", "true"]), lambda: spawn(["/usr/bin/env", "true"]))),
+    ("full `kc exec --service S --env -- true`", "`env true`", None,
+     pairs(lambda: spawn([KC, "exec", "--service", "bench.front", "--env", "--", "true"]), lambda: spawn(["/usr/bin/env", "true"]))),
     ("front `kc ls -l S` (handed over)", "full `kc ls -l S`", None,
      pairs(lambda: spawn([FRONT, "ls", "-l", "bench.front"]), lambda: spawn([KC, "ls", "-l", "bench.front"]))),
 ]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 29's prototype benchmark: kc's front (Front/, docs/FRONT.md) serving `kc get`
-# (a hit, a miss without a vault), `kc ls S`, `kc set` of an existing item and `kc rm`, against the static C floor (raw_get.c),
+# (a hit, a miss without a vault), `kc ls S`, `kc set` of an existing item, `kc rm` and
+# `kc exec --env`, against the static C floor (raw_get.c),
 # their keyctl peers and the full kc, and what a command it hands over pays for the extra
 # exec (Tools/bench/front.py; docs/BENCHMARKS.md).
 #   ROUNDS   interleaved pairs per row (default 300)

@@ -30,6 +30,15 @@ final class KeyringCoreTests: KeyringTestCase {
         XCTAssertEqual(shown([0x61, 0xff, 0x62]), "a\\xffb")
         XCTAssertEqual(shown([0xed, 0xa0, 0x80]), "\\xed\\xa0\\x80", "a surrogate is not well-formed UTF-8")
         XCTAssertEqual(shown([0xc0, 0xaf]), "\\xc0\\xaf", "an overlong form is not either")
+        // Cut short, beyond U+10FFFF, overlong in three and four bytes, a control byte and
+        // a backslash (shown as they are), valid multi-byte sequences: what a miss's
+        // message shows in both programs (FrontTests compared them until they shared this).
+        XCTAssertEqual(shown([0x61, 0xe2, 0x82]), "a\\xe2\\x82")
+        XCTAssertEqual(shown([0xf4, 0x90, 0x80, 0x80]), "\\xf4\\x90\\x80\\x80")
+        XCTAssertEqual(shown([0xe0, 0x9f, 0x80]), "\\xe0\\x9f\\x80")
+        XCTAssertEqual(shown([0xf0, 0x8f, 0xbf, 0xbf]), "\\xf0\\x8f\\xbf\\xbf")
+        XCTAssertEqual(shown([0x01, 0x7f, 0x5c, 0x78]), "\u{01}\u{7f}\\x")
+        XCTAssertEqual(shown(Array("é€😀".utf8) + [0xff]), "é€😀\\xff")
         // The full kc's messages show names the same way.
         XCTAssertEqual(KeyName(bytes: [0x61, 0xff, 0x62]).description, "a\\xffb")
     }

@@ -604,19 +604,6 @@ final class FrontTests: KeyringTestCase {
         try assertSame(words("get", "-q", service, "missing"), served: true, environment: homeOnly, state: state)
     }
 
-    func testAMissShowsNamesThatAreNotUTF8AsTheFullKcDoes() throws {
-        let service = uniqueServiceName(endingWith: [0xff, 0x01, 0x5c])
-        try Keychain(service: service).set("v", forKey: "token")
-        let get = Array("get".utf8)
-        // Overlong, surrogate, cut short, beyond U+10FFFF, valid multi-byte, a control byte.
-        for item: [UInt8] in [[0xc0, 0xaf], [0xed, 0xa0, 0x80], [0x61, 0xe2, 0x82], [0xf4, 0x90, 0x80, 0x80], Array("é€😀".utf8),
-                              [0x01, 0x7f, 0x5c, 0x78], [0xe0, 0x9f, 0x80], [0xf0, 0x8f, 0xbf, 0xbf], [0xc3, 0xa9, 0xff]] {
-            let (result, _) = try assertSame([get, service.bytes, item], served: true, environment: withoutVault,
-                                             state: { try ServiceState(service) })
-            XCTAssertEqual(result.status, 1, "\(item): \(result)")
-        }
-    }
-
     func testAMissIsTheFullKcsWhereAVaultMayHoldIt() throws {
         let service = try serviceAtEveryLevel()
         let state = { try ServiceState(service) }

@@ -1,3 +1,5 @@
+import KeyringCore
+
 /// Parses a timeout as people write one: `90` (seconds), `90s`, `15m`, `2h`, `7d`, `1w`,
 /// or a run of them such as `1h30m`. Nil for anything else, for zero, and for totals the
 /// kernel cannot hold (more than 2³²−1 seconds).
@@ -18,16 +20,9 @@ public func parseTimeout(_ text: String) -> Duration? {
             number = next
             continue
         }
-        let unit: UInt64
-        switch byte {
-        case UInt8(ascii: "s"): unit = 1
-        case UInt8(ascii: "m"): unit = 60
-        case UInt8(ascii: "h"): unit = 3600
-        case UInt8(ascii: "d"): unit = 86400
-        case UInt8(ascii: "w"): unit = 604800
-        default: return nil
-        }
-        guard let count = number else { return nil }  // a unit with no number before it
+        // The kernel's units (as /proc/keys shows a time left); not a duration: another
+        // byte, or a unit with no number before it.
+        guard let unit = ProcKeysLine.secondsPerUnit(byte), let count = number else { return nil }
         let (part, overflow1) = count.multipliedReportingOverflow(by: unit)
         let (sum, overflow2) = total.addingReportingOverflow(part)
         guard !overflow1, !overflow2 else { return nil }

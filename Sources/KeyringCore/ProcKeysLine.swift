@@ -105,17 +105,21 @@ public struct ProcKeysLine: Sendable {
     private static func expiry(_ field: Slice<UnsafeRawBufferPointer>) -> Expiry? {
         if field.elementsEqual(staticBytes("perm")) { return .never }
         if field.elementsEqual(staticBytes("expd")) { return .expired }
-        guard let last = field.last, let count = decimal(field.dropLast()) else { return nil }
-        let unit: UInt64
-        switch last {
-        case UInt8(ascii: "s"): unit = 1
-        case UInt8(ascii: "m"): unit = 60
-        case UInt8(ascii: "h"): unit = 3600
-        case UInt8(ascii: "d"): unit = 86400
-        case UInt8(ascii: "w"): unit = 604800
+        guard let last = field.last, let count = decimal(field.dropLast()), let unit = secondsPerUnit(last) else { return nil }
+        return .within(seconds: count * unit, unit: unit)
+    }
+
+    /// The seconds in one of the kernel's units of time (s, m, h, d, w), which kc's
+    /// durations (`--timeout 1h30m`) use too; nil for any other byte.
+    public static func secondsPerUnit(_ unit: UInt8) -> UInt64? {
+        switch unit {
+        case UInt8(ascii: "s"): return 1
+        case UInt8(ascii: "m"): return 60
+        case UInt8(ascii: "h"): return 3600
+        case UInt8(ascii: "d"): return 86400
+        case UInt8(ascii: "w"): return 604800
         default: return nil
         }
-        return .within(seconds: count * unit, unit: unit)
     }
 
     /// 1–10 decimal digits.

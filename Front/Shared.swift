@@ -164,20 +164,13 @@ struct SharedServiceRings {
     /// The full kc's checks of one candidate, on its `keyctl_describe`.
     private static func confirm(_ ring: Int32, uid: UInt32, service: UnsafePointer<CChar>, gid: UInt32?) -> Confirmation {
         KeyDescribe.read(ring) { fields, text -> Confirmation in
-            guard fields.hasType("keyring", in: text), fields.uid == uid else { return .other }
-            var name = text.cString(at: fields.descriptionOffset)
-            if strncmp(name, cString("kc:"), 3) == 0 {
-                name += 3
-            } else if strncmp(name, cString("kc.local:"), 9) == 0 {
-                name += 9
-            } else {
-                return .other
-            }
-            let groupRights = (fields.permissions >> 8) & 0xff, viewAndRead: UInt32 = 0x01 | 0x02
-            // (`gid == nil || gid == info.gid`, `callerGroups.contains(info.gid)`, `Sharing(info)`.)
-            guard strcmp(name, service) == 0, gid.map({ $0 == fields.gid }) ?? true,
-                  CallerGroups.include(fields.gid),
-                  groupRights & viewAndRead == viewAndRead else { return .other }
+            let description = UnsafeRawBufferPointer(rebasing: text[fields.descriptionOffset..<(text.count - 1)])
+            guard let shared = SharedServiceKeyring(isKeyring: fields.hasType("keyring", in: text), uid: fields.uid, gid: fields.gid,
+                                                    permissions: fields.permissions, description: description, owner: uid)
+            else { return .other }
+            // (`service == name`, `gid == nil || gid == info.gid`, `callerGroups.contains(info.gid)`.)
+            guard strcmp(text.cString(at: fields.descriptionOffset + shared.nameOffset), service) == 0,
+                  gid.map({ $0 == shared.gid }) ?? true, CallerGroups.include(shared.gid) else { return .other }
             return .shared
         } ?? .uncertain
     }

@@ -167,3 +167,47 @@ public enum ServiceKeyringProbe {
         }
     }
 }
+
+/// What makes another user's keyring a service shared with the caller's groups: a
+/// keyring of that owner, described `kc:NAME` or `kc.local:NAME`, whose group may view and
+/// read it. Both programs confirm each candidate from /proc/keys by this rule on a
+/// `keyctl_describe` (the full kc's `SharedServices.visible`, the front's `--group` read).
+public struct SharedServiceKeyring: Sendable {
+    /// Whether the marker is `kc.local:` (a this-device-only level).
+    public let isDeviceOnly: Bool
+    /// Where the service's name starts in the description.
+    public let nameOffset: Int
+    /// The group it is shared with.
+    public let gid: UInt32
+    /// Whether members may change it: write, or for a keyring, link.
+    public let isGroupWritable: Bool
+
+    /// The group's rights: view and read, which sharing grants.
+    public static let groupViewAndRead: UInt32 = 0x01 | 0x02
+
+    /// Nil unless the described key is a keyring of `owner` with a service marker,
+    /// shared for reading with its group.
+    public init?(isKeyring: Bool, uid: UInt32, gid: UInt32, permissions: UInt32, description: UnsafeRawBufferPointer, owner: UInt32) {
+        guard isKeyring, uid == owner else { return nil }
+        if description.starts(with: staticBytes("kc:")) {
+            isDeviceOnly = false
+            nameOffset = 3
+        } else if description.starts(with: staticBytes("kc.local:")) {
+            isDeviceOnly = true
+            nameOffset = 9
+        } else {
+            return nil
+        }
+        guard let writable = Self.groupWritability(permissions: permissions, isKeyring: true) else { return nil }
+        self.gid = gid
+        isGroupWritable = writable
+    }
+
+    /// For a key shared with its group: whether members may change it (write; for a
+    /// keyring, link); nil if the group may not view and read it (not shared).
+    public static func groupWritability(permissions: UInt32, isKeyring: Bool) -> Bool? {
+        let rights = (permissions >> 8) & 0x3f
+        guard rights & groupViewAndRead == groupViewAndRead else { return nil }
+        return rights & 0x04 != 0 || (isKeyring && rights & 0x10 != 0)
+    }
+}

@@ -40,9 +40,9 @@ public struct Sharing: Hashable, Sendable, CustomStringConvertible {
     /// The sharing a key's description shows, or nil if its group cannot search it.
     /// (Group write on a keyring is how kc before 0.3 marked a writable share.)
     internal init?(_ info: KeyDescription) {
-        let rights = info.permissions.groupRights
-        guard rights.isSuperset(of: [.view, .read]) else { return nil }
-        let writable = rights.contains(.write) || (info.type == "keyring" && rights.contains(.link))
+        // The core's rule, which the front's `--group` read confirms keyrings by too.
+        guard let writable = SharedServiceKeyring.groupWritability(permissions: info.permissions.rawValue,
+                                                                  isKeyring: info.type == "keyring") else { return nil }
         self.init(group: AccessGroup(gid: info.gid), isGroupWritable: writable)
     }
 

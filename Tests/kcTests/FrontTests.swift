@@ -299,8 +299,9 @@ final class FrontTests: KeyringTestCase {
         XCTAssertFalse(printed.output.contains("kc-full"), "\(printed.output)")
     }
 
-    /// The front touches nothing before it hands over: `kc exec` still gives its command
-    /// the core-file limit the caller had (the front lowers it only to serve a value).
+    /// The front touches nothing before it hands over: `kc exec --files` still gives its
+    /// command the core-file limit the caller had (the front lowers it only while it holds
+    /// a value), and so does the `kc exec --env` the front serves itself.
     func testTheCallersCoreLimitReachesTheFullKc() throws {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit) == 0, limit.rlim_max >= 1234 * 1024 else {
@@ -308,9 +309,11 @@ final class FrontTests: KeyringTestCase {
         }
         let service = uniqueService()
         try Keychain(service: service).set("v", forKey: "token")
-        let (result, _) = try assertSame(words("exec", "--service", service, "--env", "--", "/bin/bash", "-c", "ulimit -c"), served: false,
-                                         prefix: "ulimit -S -c 1234 && exec", state: { try ServiceState(service) })
-        XCTAssertEqual(result.output, "1234\n", "\(result)")
+        for (option, served) in [("--files", false), ("--env", true)] {
+            let (result, _) = try assertSame(words("exec", "--service", service, option, "--", "/bin/bash", "-c", "ulimit -c"),
+                                             served: served, prefix: "ulimit -S -c 1234 && exec", state: { try ServiceState(service) })
+            XCTAssertEqual(result.output, "1234\n", "\(option): \(result)")
+        }
     }
 
     /// A service keyring with a mask kc no longer makes is repaired by the full kc before

@@ -318,7 +318,7 @@ extension Keychain {
         let own = OwnService(name: service, home: accessibility)
         if try own.exists() { return true }
         // A service the unlocked vault keeps items of for this session, as in a listing.
-        guard Vault.loadMissing(of: service, listed: []) else { return false }
+        guard let journal = try? Self.journal(), journal.loadMissing(of: service, listed: []) else { return false }
         return try own.exists()
     }
 }
@@ -360,7 +360,7 @@ extension Keychain {
         case .own(let own):
             let journal = try Self.journal()
             try journal.withLock { () throws(KeychainError) in
-                let before = try allKeyNames()
+                let before = try allKeyNames(journal: journal)
                 var changes: [ItemChange] = []
                 for key in before where !seen.contains(key) && journal.keeps(key, in: own.name) {
                     changes.append(.removed(service: own.name, name: key))

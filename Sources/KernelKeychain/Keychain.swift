@@ -330,8 +330,13 @@ public struct Keychain: Sendable, Hashable {
     /// The exact names of the service's items, at every accessibility, sorted by their
     /// bytes. Cheaper than ``items()``: a describe per item, no size or expiry.
     public func allKeyNames() throws(KeychainError) -> [KeyName] {
+        try allKeyNames(journal: nil)
+    }
+
+    /// ``allKeyNames()``, asking `journal` (one a write holds the lock of) what to load.
+    internal func allKeyNames(journal: (any ItemJournal)?) throws(KeychainError) -> [KeyName] {
         let rings = try resolve(forWriting: false)
-        return try Self.listing(rings, names: { $0 }) { () throws(KeychainError) in try rings.itemNames(checkingSize: false) }
+        return try Self.listing(rings, journal: journal, names: { $0 }) { () throws(KeychainError) in try rings.itemNames(checkingSize: false) }
     }
 
     /// The names ``items()`` lists, sorted, without the deadlines: no read of /proc/keys.
@@ -352,17 +357,22 @@ public struct Keychain: Sendable, Hashable {
     /// session that the kernel lacks is loaded first, as ``allKeyNames()`` does.
     public static func services() throws(KeychainError) -> [KeyName] {
         let listed = try Placement.serviceNames()
-        return Vault.loadMissingServices(listed: listed) ? try Placement.serviceNames() : listed
+        let loaded = (try? Journals.forWriting())?.loadMissingServices(listed: listed) ?? false
+        return loaded ? try Placement.serviceNames() : listed
     }
 
     /// A listing of the caller's own service shows what the vault holds for this
     /// session, as a read does: with the vault unlocked, items it keeps that the
     /// kernel's listing lacks (a new login session, an expired persistent keyring) are
-    /// loaded (``Vault/loadMissing(of:listed:)``) and the service is listed again.
-    private static func listing<Listed>(_ rings: ServiceRings, names: (Listed) -> [KeyName],
-                                        _ list: () throws(KeychainError) -> Listed) throws(KeychainError) -> Listed {
+    /// loaded (``ItemJournal/loadMissing(of:listed:)``) and the service is listed again.
+    /// `journal`: the one a caller already holds (a write under its lock), else the
+    /// write's journal is looked up, for the caller's own service only; one that cannot
+    /// be used loads nothing.
+    internal static func listing<Listed>(_ rings: ServiceRings, journal: (any ItemJournal)? = nil, names: (Listed) -> [KeyName],
+                                         _ list: () throws(KeychainError) -> Listed) throws(KeychainError) -> Listed {
         let listed = try list()
-        guard case .own(let own) = rings, Vault.loadMissing(of: own.name, listed: names(listed)) else { return listed }
+        guard case .own(let own) = rings, let journal = journal ?? (try? Journals.forWriting()),
+              journal.loadMissing(of: own.name, listed: names(listed)) else { return listed }
         return try list()
     }
 
@@ -370,7 +380,8 @@ public struct Keychain: Sendable, Hashable {
 
     /// Finds the item where this keychain resolved to. With `reloading` (a read), an
     /// item of the caller's own that the kernel misses but the vault holds is loaded
-    /// back first (see ``Vault/reload(_:in:)``).
+    /// back first: the journal for reading is looked up only then (see
+    /// ``ItemJournal/reloadIfKept(_:in:)``), so a read that finds its item pays nothing for it.
     internal func locate(_ key: KeyName, in rings: ServiceRings, reloading: Bool = false, forReading: Bool = false) throws(KeychainError) -> LocatedItem? {
         switch rings {
         case .anyService:
@@ -379,15 +390,14 @@ public struct Keychain: Sendable, Hashable {
             return try shared.locate(key, group: accessGroup?.name)
         case .own(let own):
             if let found = try own.locate(key, forReading: forReading) { return found }
-            guard reloading, try Vault.reloadIfKept(key, in: own.name) else { return nil }
+            guard reloading, try Journals.forReading().reloadIfKept(key, in: own.name) else { return nil }
             return try own.locate(key, forReading: forReading)
         }
     }
 
     /// The journal this keychain's writes go through: the vault if there is one, else none.
     internal static func journal() throws(KeychainError) -> any ItemJournal {
-        if let vault = try Vault.forWriting() { return vault }
-        return NoJournal()
+        try Journals.forWriting()
     }
 
     /// The deadline a write gives an item: a timeout's from now, else an existing item's own.
@@ -433,7 +443,7 @@ public struct Keychain: Sendable, Hashable {
                     // the vault unlocked it is loaded first, as a read would, so that what
                     // this write keeps of it is what it was; locked, its file's level is kept.
                     let keptLevels = existing == nil ? journal.keptLevels(of: key, in: own.name) : []
-                    if !keptLevels.isEmpty, (try? Vault.reloadIfKept(key, in: own.name)) == true {
+                    if !keptLevels.isEmpty, (try? journal.reloadIfKept(key, in: own.name)) == true {
                         probed = nil
                         existing = try own.locate(key, exactLevel: true, probed: &probed)
                     }

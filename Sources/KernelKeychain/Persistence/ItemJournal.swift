@@ -31,7 +31,10 @@ internal enum ItemChange {
 /// written again from it.
 ///
 /// The journal is handed to the keychain and never calls back into it: it persists,
-/// and loads through ``Placement``, the layer under the public API.
+/// and loads through ``Placement``, the layer under the public API. The keychain asks it
+/// too what to load back when the kernel lacks what it keeps (a new login session, a
+/// reboot): ``reloadIfKept(_:in:)``, ``loadMissing(of:listed:)`` and
+/// ``loadMissingServices(listed:)``, which have nothing to load without a journal.
 internal protocol ItemJournal {
     associatedtype Staged
     /// Runs `body` with writers to this journal held off, so that the kernel change and
@@ -58,6 +61,38 @@ internal protocol ItemJournal {
     /// that must not save the kernel's value (one members may have written); nil if it
     /// holds none.
     func keptValue(of name: KeyName, in service: KeyName) throws(KeychainError) -> [UInt8]?
+    /// On a read that missed in the kernel: if the journal keeps the item, it is loaded
+    /// back and true is returned (look again); if it keeps it but cannot load it now (a
+    /// locked vault), that is the error. False if it does not keep the item.
+    func reloadIfKept(_ name: KeyName, in service: KeyName) throws(KeychainError) -> Bool
+    /// For a listing of the caller's own service that found `listed` in the kernel: the
+    /// items the journal keeps for this session that the kernel lacks are loaded. True
+    /// if any was: list again. A journal that cannot load now leaves the listing as it is.
+    func loadMissing(of service: KeyName, listed: [KeyName]) -> Bool
+    /// For a listing of services that found `listed` in the kernel: the services the
+    /// journal keeps items of for this session that have no keyring are loaded (as
+    /// ``loadMissing(of:listed:)``). True if any item was.
+    func loadMissingServices(listed: [KeyName]) -> Bool
+}
+
+/// Where the keychain finds its journal: the vault if there is one, else none. The only
+/// place that knows which journals there are.
+internal enum Journals {
+    /// The journal a write goes through. A vault that cannot be used fails the write
+    /// (see ``Vault/forWriting()``); without a vault folder this costs one `lstat` and
+    /// one search of the user keyring for the vault's key.
+    static func forWriting() throws(KeychainError) -> any ItemJournal {
+        if let vault = try Vault.forWriting() { return vault }
+        return NoJournal()
+    }
+
+    /// The journal a read that missed asks to load the item back: a missing vault is no
+    /// journal here (a read never fails for it). Without a vault, a `stat` of HOME and
+    /// an `lstat` of where the vault would be.
+    static func forReading() throws(KeychainError) -> any ItemJournal {
+        if let vault = try Vault.existing() { return vault }
+        return NoJournal()
+    }
 }
 
 extension ItemJournal {
@@ -96,4 +131,7 @@ internal struct NoJournal: ItemJournal {
     func keptNames(in service: KeyName) -> [KeyName] { [] }
     var persists: Bool { false }
     func keptValue(of name: KeyName, in service: KeyName) throws(KeychainError) -> [UInt8]? { nil }
+    func reloadIfKept(_ name: KeyName, in service: KeyName) throws(KeychainError) -> Bool { false }
+    func loadMissing(of service: KeyName, listed: [KeyName]) -> Bool { false }
+    func loadMissingServices(listed: [KeyName]) -> Bool { false }
 }

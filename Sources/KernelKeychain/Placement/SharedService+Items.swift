@@ -106,11 +106,8 @@ extension OwnService {
     func sharingForWrite(rings: [KeySerial]) throws(KeychainError) -> Sharing? {
         var states: [(ring: KeySerial, sharing: Sharing?)] = []
         for ring in rings {
-            do {
-                states.append((ring, Sharing(try ring.describe())))
-            } catch {
-                if !error.meansKeyIsGone { throw KeychainError(error) }
-            }
+            guard let info = try Placement.describeUnlessGone(ring) else { continue }
+            states.append((ring, Sharing(info)))
         }
         let source = states.first { $0.sharing != nil }
         if let group = accessGroup {

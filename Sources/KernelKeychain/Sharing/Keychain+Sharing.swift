@@ -138,11 +138,7 @@ extension Keychain {
     /// The sharing of the first shared ring, or nil if none is.
     private static func currentSharing(of rings: [KeySerial]) throws(KeychainError) -> Sharing? {
         for ring in rings {
-            do {
-                if let sharing = Sharing(try ring.describe()) { return sharing }
-            } catch {
-                if !error.meansKeyIsGone { throw KeychainError(error) }
-            }
+            if let info = try Placement.describeUnlessGone(ring), let sharing = Sharing(info) { return sharing }
         }
         return nil
     }

@@ -278,12 +278,29 @@ public struct Keychain: Sendable, Hashable {
         try store(copy, forKey: key.keyName, deadline: writtenDeadline)
     }
 
+    /// ``set(_:forKey:)-(Bytes,_)`` for a caller that holds the vault's lock: the
+    /// `alongside` of ``Vault/updateDocument(_:alongside:_:)`` passes the vault it was
+    /// given, and the write is journaled under that lock (it would wait for ever for
+    /// it otherwise). Nil: as ``set(_:forKey:)-(Bytes,_)``.
+    public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: some KeyNameConvertible, holding vault: Vault?) throws(KeychainError) {
+        var copy = Array(value)
+        defer { copy.overwriteWithZeros() }
+        try store(copy, forKey: key.keyName, deadline: writtenDeadline, holding: vault)
+    }
+
     /// Removes the item from wherever it is. Returns whether there was one (in the
     /// kernel, or saved in the vault while it is locked).
     ///
     /// The kernel call is `keyctl_unlink` from its service keyring.
     @discardableResult
     public func remove(_ key: some KeyNameConvertible) throws(KeychainError) -> Bool {
+        try remove(key, holding: nil)
+    }
+
+    /// ``remove(_:)`` for a caller that holds the vault's lock (see
+    /// ``set(_:forKey:holding:)``).
+    @discardableResult
+    public func remove(_ key: some KeyNameConvertible, holding vault: Vault?) throws(KeychainError) -> Bool {
         let key = key.keyName
         try validateName(key, as: .item)
         switch try resolve(forWriting: true) {
@@ -292,8 +309,8 @@ public struct Keychain: Sendable, Hashable {
         case .shared(let shared):
             try shared.refuseRemoval()
         case .own(let own):
-            let journal = try Self.journal()
-            return try journal.withLock { () throws(KeychainError) in
+            let journal = try Self.journal(holding: vault)
+            return try journal.withLock { journal throws(KeychainError) in
                 let kept = journal.keeps(key, in: own.name)
                 let changes: [ItemChange] = kept ? [.removed(service: own.name, name: key)] : []
                 return try journal.record(changes) { () throws(KeychainError) in try own.remove(key) } || kept
@@ -395,9 +412,10 @@ public struct Keychain: Sendable, Hashable {
         }
     }
 
-    /// The journal this keychain's writes go through: the vault if there is one, else none.
-    internal static func journal() throws(KeychainError) -> any ItemJournal {
-        try Journals.forWriting()
+    /// The journal this keychain's writes go through: the vault if there is one, else
+    /// none; `held` if that is the vault and the caller holds its lock.
+    internal static func journal(holding held: Vault? = nil) throws(KeychainError) -> any ItemJournal {
+        try Journals.forWriting(holding: held)
     }
 
     /// The deadline a write gives an item: a timeout's from now, else an existing item's own.
@@ -412,7 +430,7 @@ public struct Keychain: Sendable, Hashable {
     /// goes), change the kernel, commit. An existing item keeps what this keychain did
     /// not choose of its level, device-only flag and deadline; when it keeps all three,
     /// this is the mount's save (``replaceExisting(_:forKey:of:in:)``).
-    internal func store(_ value: [UInt8], forKey key: KeyName, deadline: WrittenDeadline) throws(KeychainError) {
+    internal func store(_ value: [UInt8], forKey key: KeyName, deadline: WrittenDeadline, holding held: Vault? = nil) throws(KeychainError) {
         try validateName(key, as: .item)
         guard value.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: value.count) }
         switch try resolve(forWriting: true) {
@@ -424,8 +442,8 @@ public struct Keychain: Sendable, Hashable {
             if choosesAccessibility { throw .ownerOnly(shared, action: "choose an item's level or device-only flag") }
             try value.withValueBytes { bytes throws(KeychainError) in try shared.update(bytes, forKey: key, group: accessGroup?.name) }
         case .own(let own):
-            let journal = try Self.journal()
-            try journal.withLock { () throws(KeychainError) in
+            let journal = try Self.journal(holding: held)
+            try journal.withLock { journal throws(KeychainError) in
                 var home = own.home
                 var effective: Deadline? = nil
                 if case .exactly(let given) = deadline { effective = given }

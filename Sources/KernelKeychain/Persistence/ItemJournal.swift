@@ -38,8 +38,10 @@ internal enum ItemChange {
 internal protocol ItemJournal {
     associatedtype Staged
     /// Runs `body` with writers to this journal held off, so that the kernel change and
-    /// the journal's change of one writer are not interleaved with another's.
-    func withLock<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R
+    /// the journal's change of one writer are not interleaved with another's. `body`
+    /// gets the journal holding the lock: what it does through that value, a nested
+    /// ``withLock(_:)`` included, runs under this lock, without taking it again.
+    func withLock<R>(_ body: (_ held: Self) throws(KeychainError) -> R) throws(KeychainError) -> R
     /// Prepares `changes` without making them visible.
     func stage(_ changes: [ItemChange]) throws(KeychainError) -> Staged
     /// Makes staged changes the journal's state.
@@ -81,9 +83,13 @@ internal enum Journals {
     /// The journal a write goes through. A vault that cannot be used fails the write
     /// (see ``Vault/forWriting()``); without a vault folder this costs one `lstat` and
     /// one search of the user keyring for the vault's key.
-    static func forWriting() throws(KeychainError) -> any ItemJournal {
-        if let vault = try Vault.forWriting() { return vault }
-        return NoJournal()
+    /// `held`: a vault whose lock the caller holds (the `alongside` of
+    /// ``Vault/updateDocument(_:alongside:_:)``); if it is the vault found, the write is
+    /// journaled through it, under that lock.
+    static func forWriting(holding held: Vault? = nil) throws(KeychainError) -> any ItemJournal {
+        guard let vault = try Vault.forWriting() else { return NoJournal() }
+        if let held, held.directory.holdsLock, held.directory.root == vault.directory.root { return held }
+        return vault
     }
 
     /// The journal a read that missed asks to load the item back: a missing vault is no
@@ -105,16 +111,16 @@ extension ItemJournal {
     /// anything; if not (the item was not there), the staged change is dropped.
     func record<R>(_ changes: [ItemChange], committing: (R) -> Bool = { _ in true },
                    _ apply: () throws(KeychainError) -> R) throws(KeychainError) -> R {
-        try withLock { () throws(KeychainError) in
-            let staged = try stage(changes)
+        try withLock { journal throws(KeychainError) in
+            let staged = try journal.stage(changes)
             let result: R
             do throws(KeychainError) {
                 result = try apply()
             } catch {
-                discard(staged)
+                journal.discard(staged)
                 throw error
             }
-            if committing(result) { try commit(staged) } else { discard(staged) }
+            if committing(result) { try journal.commit(staged) } else { journal.discard(staged) }
             return result
         }
     }
@@ -122,7 +128,7 @@ extension ItemJournal {
 
 /// No persistence: kc without a vault, where the kernel alone holds the items.
 internal struct NoJournal: ItemJournal {
-    func withLock<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R { try body() }
+    func withLock<R>(_ body: (_ held: NoJournal) throws(KeychainError) -> R) throws(KeychainError) -> R { try body(self) }
     func stage(_ changes: [ItemChange]) throws(KeychainError) {}
     func commit(_ staged: Void) throws(KeychainError) {}
     func discard(_ staged: Void) {}

@@ -68,7 +68,7 @@ extension Keychain {
         guard let service = serviceName, !names.isEmpty else { return }
         let journal = try Self.journal()
         guard journal.persists else { return }
-        try journal.withLock { () throws(KeychainError) in
+        try journal.withLock { journal throws(KeychainError) in
             for name in names where journal.keeps(name, in: service) {
                 guard var saved = try journal.keptValue(of: name, in: service) else { continue }
                 defer { saved.overwriteWithZeros() }

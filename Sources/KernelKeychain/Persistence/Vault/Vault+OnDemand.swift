@@ -34,7 +34,7 @@ extension Vault {
         guard let identity = VaultKeys.stashed(for: directory) else { return nil }
         let identities = Self.identities(for: identity)
         let levels = Self.levelsLoadedOnDemand()
-        return try directory.withLock { () throws(KeychainError) in
+        return try directory.withLock { _ throws(KeychainError) in
             var report = VaultUnlockReport()
             var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
             for (service, name) in items {

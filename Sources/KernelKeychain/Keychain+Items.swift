@@ -25,13 +25,7 @@ extension Keychain {
                 found = nil
             }
             guard let located = found else { return nil }
-            do {
-                if let size = try unlessGone({ () throws(KeyctlError) in try located.item.valueSize() }) { return size }
-                RecentOwnerChecks.shared.forget(located.ring)
-            } catch {
-                RecentOwnerChecks.shared.forget(located.ring)
-                throw KeychainError(error)
-            }
+            if let size = try Self.read(located, { (item) throws(KeyctlError) in try item.valueSize() }) { return size }
         }
         return nil
     }

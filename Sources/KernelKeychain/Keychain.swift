@@ -192,16 +192,25 @@ public struct Keychain: Sendable, Hashable {
         try validateName(key, as: .item)
         for _ in 1...3 {
             guard let located = try locate(key, in: resolve(forWriting: false), reloading: true, forReading: true) else { return nil }
-            do {
-                // A buffer malloc keeps at hand (its per-thread cache serves up to 1032
-                // bytes): most secrets fit; a longer one costs a second read.
-                return try located.item.withValue(sizeHint: 1024, body)
-            } catch {
-                RecentOwnerChecks.shared.forget(located.ring)
-                if !error.meansKeyIsGone { throw KeychainError(error) }
-            }
+            // A buffer malloc keeps at hand (its per-thread cache serves up to 1032
+            // bytes): most secrets fit; a longer one costs a second read.
+            if let read = try Self.read(located, { (item) throws(KeyctlError) in try item.withValue(sizeHint: 1024, body) }) { return read }
         }
         return nil  // removed or expired since each search
+    }
+
+    /// The one read of a found item's key for ``withBytes(forKey:_:)`` and
+    /// ``size(ofItem:)``: nil if the key went since it was found (look it up again),
+    /// and then, or on a refusal, the recent owner check of its keyring is forgotten.
+    @inline(__always)
+    internal static func read<R>(_ located: LocatedItem, _ call: (KeySerial) throws(KeyctlError) -> R) throws(KeychainError) -> R? {
+        do throws(KeyctlError) {
+            return try call(located.item)
+        } catch {
+            RecentOwnerChecks.shared.forget(located.ring)
+            if error.meansKeyIsGone { return nil }
+            throw KeychainError(error)
+        }
     }
 
     /// The item's bytes, or nil. The caller owns the copy; zero it when done.

@@ -25,13 +25,7 @@ extension Keychain {
                 found = nil
             }
             guard let located = found else { return nil }
-            do {
-                if let size = try unlessGone({ () throws(KeyctlError) in try located.item.valueSize() }) { return size }
-                RecentOwnerChecks.shared.forget(located.ring)
-            } catch {
-                RecentOwnerChecks.shared.forget(located.ring)
-                throw KeychainError(error)
-            }
+            if let size = try Self.read(located, { (item) throws(KeyctlError) in try item.valueSize() }) { return size }
         }
         return nil
     }
@@ -99,7 +93,7 @@ extension Keychain {
     internal static func replaceExisting(_ value: [UInt8], forKey key: KeyName, of own: OwnService,
                                          in journal: some ItemJournal, savingUnkept: Bool,
                                          probed: inout [ServiceKeyring]?) throws(KeychainError) -> Bool {
-        try journal.withLock { () throws(KeychainError) in
+        try journal.withLock { journal throws(KeychainError) in
             // Where the journal keeps the item at the home level only, a home hit is
             // at that level: the kernel has a ring there, and a search from the home
             // anchor finds it before any nested one. Otherwise the level is made sure of.
@@ -150,7 +144,7 @@ extension Keychain {
         try validateName(key, as: .item)
         let own = try ownService(toDo: "change an item's level").at(accessibility)
         let journal = try Self.journal()
-        return try journal.withLock { () throws(KeychainError) in
+        return try journal.withLock { journal throws(KeychainError) in
             guard journal.keeps(key, in: own.name) else { return try own.moveHome(key) }
             return try Self.changingKept(key, of: own, in: journal) { located, value throws(KeychainError) in
                 let deadline = located.shownDeadline
@@ -172,7 +166,7 @@ extension Keychain {
         let own = try ownService(toDo: "set an item's lifetime")
         let deadline = seconds.map { Deadline.fromNow(seconds: UInt64($0)) }
         let journal = try Self.journal()
-        return try journal.withLock { () throws(KeychainError) in
+        return try journal.withLock { journal throws(KeychainError) in
             guard journal.keeps(key, in: own.name) else {
                 guard let located = try own.locate(key) else { return false }
                 return try own.setDeadline(deadline, of: located)
@@ -229,7 +223,7 @@ extension Keychain {
         let from = try ownService(toDo: "rename items")
         let to = try (target ?? self).ownService(toDo: "add items")
         let journal = try Self.journal()
-        return try journal.withLock { () throws(KeychainError) in
+        return try journal.withLock { journal throws(KeychainError) in
             guard let moving = try from.locate(key, exactLevel: true), let level = moving.accessibility else { return false }
             if from.name == to.name && key == newKey { return true }
             let existing = try to.locate(newKey, exactLevel: true)
@@ -282,7 +276,7 @@ extension Keychain {
         if own.name == newService { return }
         guard try Keychain(service: newService).allKeyNames().isEmpty else { throw .alreadyExists(service: newService.description, name: nil) }
         let journal = try Self.journal()
-        try journal.withLock { () throws(KeychainError) in
+        try journal.withLock { journal throws(KeychainError) in
             var values: [[UInt8]] = []
             defer { for index in values.indices { values[index].overwriteWithZeros() } }
             var changes: [ItemChange] = []
@@ -318,7 +312,7 @@ extension Keychain {
         let own = OwnService(name: service, home: accessibility)
         if try own.exists() { return true }
         // A service the unlocked vault keeps items of for this session, as in a listing.
-        guard Vault.loadMissing(of: service, listed: []) else { return false }
+        guard let journal = try? Self.journal(), journal.loadMissing(of: service, listed: []) else { return false }
         return try own.exists()
     }
 }
@@ -359,8 +353,8 @@ extension Keychain {
             throw .ownerOnly(shared, action: "replace the whole service")
         case .own(let own):
             let journal = try Self.journal()
-            try journal.withLock { () throws(KeychainError) in
-                let before = try allKeyNames()
+            try journal.withLock { journal throws(KeychainError) in
+                let before = try allKeyNames(journal: journal)
                 var changes: [ItemChange] = []
                 for key in before where !seen.contains(key) && journal.keeps(key, in: own.name) {
                     changes.append(.removed(service: own.name, name: key))

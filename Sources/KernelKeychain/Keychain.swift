@@ -192,16 +192,25 @@ public struct Keychain: Sendable, Hashable {
         try validateName(key, as: .item)
         for _ in 1...3 {
             guard let located = try locate(key, in: resolve(forWriting: false), reloading: true, forReading: true) else { return nil }
-            do {
-                // A buffer malloc keeps at hand (its per-thread cache serves up to 1032
-                // bytes): most secrets fit; a longer one costs a second read.
-                return try located.item.withValue(sizeHint: 1024, body)
-            } catch {
-                RecentOwnerChecks.shared.forget(located.ring)
-                if !error.meansKeyIsGone { throw KeychainError(error) }
-            }
+            // A buffer malloc keeps at hand (its per-thread cache serves up to 1032
+            // bytes): most secrets fit; a longer one costs a second read.
+            if let read = try Self.read(located, { (item) throws(KeyctlError) in try item.withValue(sizeHint: 1024, body) }) { return read }
         }
         return nil  // removed or expired since each search
+    }
+
+    /// The one read of a found item's key for ``withBytes(forKey:_:)`` and
+    /// ``size(ofItem:)``: nil if the key went since it was found (look it up again),
+    /// and then, or on a refusal, the recent owner check of its keyring is forgotten.
+    @inline(__always)
+    internal static func read<R>(_ located: LocatedItem, _ call: (KeySerial) throws(KeyctlError) -> R) throws(KeychainError) -> R? {
+        do throws(KeyctlError) {
+            return try call(located.item)
+        } catch {
+            RecentOwnerChecks.shared.forget(located.ring)
+            if error.meansKeyIsGone { return nil }
+            throw KeychainError(error)
+        }
     }
 
     /// The item's bytes, or nil. The caller owns the copy; zero it when done.
@@ -278,12 +287,29 @@ public struct Keychain: Sendable, Hashable {
         try store(copy, forKey: key.keyName, deadline: writtenDeadline)
     }
 
+    /// ``set(_:forKey:)-(Bytes,_)`` for a caller that holds the vault's lock: the
+    /// `alongside` of ``Vault/updateDocument(_:alongside:_:)`` passes the vault it was
+    /// given, and the write is journaled under that lock (it would wait for ever for
+    /// it otherwise). Nil: as ``set(_:forKey:)-(Bytes,_)``.
+    public func set<Bytes: Collection<UInt8>>(_ value: Bytes, forKey key: some KeyNameConvertible, holding vault: Vault?) throws(KeychainError) {
+        var copy = Array(value)
+        defer { copy.overwriteWithZeros() }
+        try store(copy, forKey: key.keyName, deadline: writtenDeadline, holding: vault)
+    }
+
     /// Removes the item from wherever it is. Returns whether there was one (in the
     /// kernel, or saved in the vault while it is locked).
     ///
     /// The kernel call is `keyctl_unlink` from its service keyring.
     @discardableResult
     public func remove(_ key: some KeyNameConvertible) throws(KeychainError) -> Bool {
+        try remove(key, holding: nil)
+    }
+
+    /// ``remove(_:)`` for a caller that holds the vault's lock (see
+    /// ``set(_:forKey:holding:)``).
+    @discardableResult
+    public func remove(_ key: some KeyNameConvertible, holding vault: Vault?) throws(KeychainError) -> Bool {
         let key = key.keyName
         try validateName(key, as: .item)
         switch try resolve(forWriting: true) {
@@ -292,8 +318,8 @@ public struct Keychain: Sendable, Hashable {
         case .shared(let shared):
             try shared.refuseRemoval()
         case .own(let own):
-            let journal = try Self.journal()
-            return try journal.withLock { () throws(KeychainError) in
+            let journal = try Self.journal(holding: vault)
+            return try journal.withLock { journal throws(KeychainError) in
                 let kept = journal.keeps(key, in: own.name)
                 let changes: [ItemChange] = kept ? [.removed(service: own.name, name: key)] : []
                 return try journal.record(changes) { () throws(KeychainError) in try own.remove(key) } || kept
@@ -330,8 +356,13 @@ public struct Keychain: Sendable, Hashable {
     /// The exact names of the service's items, at every accessibility, sorted by their
     /// bytes. Cheaper than ``items()``: a describe per item, no size or expiry.
     public func allKeyNames() throws(KeychainError) -> [KeyName] {
+        try allKeyNames(journal: nil)
+    }
+
+    /// ``allKeyNames()``, asking `journal` (one a write holds the lock of) what to load.
+    internal func allKeyNames(journal: (any ItemJournal)?) throws(KeychainError) -> [KeyName] {
         let rings = try resolve(forWriting: false)
-        return try Self.listing(rings, names: { $0 }) { () throws(KeychainError) in try rings.itemNames(checkingSize: false) }
+        return try Self.listing(rings, journal: journal, names: { $0 }) { () throws(KeychainError) in try rings.itemNames(checkingSize: false) }
     }
 
     /// The names ``items()`` lists, sorted, without the deadlines: no read of /proc/keys.
@@ -352,17 +383,22 @@ public struct Keychain: Sendable, Hashable {
     /// session that the kernel lacks is loaded first, as ``allKeyNames()`` does.
     public static func services() throws(KeychainError) -> [KeyName] {
         let listed = try Placement.serviceNames()
-        return Vault.loadMissingServices(listed: listed) ? try Placement.serviceNames() : listed
+        let loaded = (try? Journals.forWriting())?.loadMissingServices(listed: listed) ?? false
+        return loaded ? try Placement.serviceNames() : listed
     }
 
     /// A listing of the caller's own service shows what the vault holds for this
     /// session, as a read does: with the vault unlocked, items it keeps that the
     /// kernel's listing lacks (a new login session, an expired persistent keyring) are
-    /// loaded (``Vault/loadMissing(of:listed:)``) and the service is listed again.
-    private static func listing<Listed>(_ rings: ServiceRings, names: (Listed) -> [KeyName],
-                                        _ list: () throws(KeychainError) -> Listed) throws(KeychainError) -> Listed {
+    /// loaded (``ItemJournal/loadMissing(of:listed:)``) and the service is listed again.
+    /// `journal`: the one a caller already holds (a write under its lock), else the
+    /// write's journal is looked up, for the caller's own service only; one that cannot
+    /// be used loads nothing.
+    internal static func listing<Listed>(_ rings: ServiceRings, journal: (any ItemJournal)? = nil, names: (Listed) -> [KeyName],
+                                         _ list: () throws(KeychainError) -> Listed) throws(KeychainError) -> Listed {
         let listed = try list()
-        guard case .own(let own) = rings, Vault.loadMissing(of: own.name, listed: names(listed)) else { return listed }
+        guard case .own(let own) = rings, let journal = journal ?? (try? Journals.forWriting()),
+              journal.loadMissing(of: own.name, listed: names(listed)) else { return listed }
         return try list()
     }
 
@@ -370,7 +406,8 @@ public struct Keychain: Sendable, Hashable {
 
     /// Finds the item where this keychain resolved to. With `reloading` (a read), an
     /// item of the caller's own that the kernel misses but the vault holds is loaded
-    /// back first (see ``Vault/reload(_:in:)``).
+    /// back first: the journal for reading is looked up only then (see
+    /// ``ItemJournal/reloadIfKept(_:in:)``), so a read that finds its item pays nothing for it.
     internal func locate(_ key: KeyName, in rings: ServiceRings, reloading: Bool = false, forReading: Bool = false) throws(KeychainError) -> LocatedItem? {
         switch rings {
         case .anyService:
@@ -379,15 +416,15 @@ public struct Keychain: Sendable, Hashable {
             return try shared.locate(key, group: accessGroup?.name)
         case .own(let own):
             if let found = try own.locate(key, forReading: forReading) { return found }
-            guard reloading, try Vault.reloadIfKept(key, in: own.name) else { return nil }
+            guard reloading, try Journals.forReading().reloadIfKept(key, in: own.name) else { return nil }
             return try own.locate(key, forReading: forReading)
         }
     }
 
-    /// The journal this keychain's writes go through: the vault if there is one, else none.
-    internal static func journal() throws(KeychainError) -> any ItemJournal {
-        if let vault = try Vault.forWriting() { return vault }
-        return NoJournal()
+    /// The journal this keychain's writes go through: the vault if there is one, else
+    /// none; `held` if that is the vault and the caller holds its lock.
+    internal static func journal(holding held: Vault? = nil) throws(KeychainError) -> any ItemJournal {
+        try Journals.forWriting(holding: held)
     }
 
     /// The deadline a write gives an item: a timeout's from now, else an existing item's own.
@@ -402,7 +439,7 @@ public struct Keychain: Sendable, Hashable {
     /// goes), change the kernel, commit. An existing item keeps what this keychain did
     /// not choose of its level, device-only flag and deadline; when it keeps all three,
     /// this is the mount's save (``replaceExisting(_:forKey:of:in:)``).
-    internal func store(_ value: [UInt8], forKey key: KeyName, deadline: WrittenDeadline) throws(KeychainError) {
+    internal func store(_ value: [UInt8], forKey key: KeyName, deadline: WrittenDeadline, holding held: Vault? = nil) throws(KeychainError) {
         try validateName(key, as: .item)
         guard value.count <= KeychainError.maximumValueSize else { throw .valueTooLarge(size: value.count) }
         switch try resolve(forWriting: true) {
@@ -414,8 +451,8 @@ public struct Keychain: Sendable, Hashable {
             if choosesAccessibility { throw .ownerOnly(shared, action: "choose an item's level or device-only flag") }
             try value.withValueBytes { bytes throws(KeychainError) in try shared.update(bytes, forKey: key, group: accessGroup?.name) }
         case .own(let own):
-            let journal = try Self.journal()
-            try journal.withLock { () throws(KeychainError) in
+            let journal = try Self.journal(holding: held)
+            try journal.withLock { journal throws(KeychainError) in
                 var home = own.home
                 var effective: Deadline? = nil
                 if case .exactly(let given) = deadline { effective = given }
@@ -433,7 +470,7 @@ public struct Keychain: Sendable, Hashable {
                     // the vault unlocked it is loaded first, as a read would, so that what
                     // this write keeps of it is what it was; locked, its file's level is kept.
                     let keptLevels = existing == nil ? journal.keptLevels(of: key, in: own.name) : []
-                    if !keptLevels.isEmpty, (try? Vault.reloadIfKept(key, in: own.name)) == true {
+                    if !keptLevels.isEmpty, (try? journal.reloadIfKept(key, in: own.name)) == true {
                         probed = nil
                         existing = try own.locate(key, exactLevel: true, probed: &probed)
                     }

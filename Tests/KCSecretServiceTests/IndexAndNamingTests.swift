@@ -101,7 +101,7 @@ final class IndexAndNamingTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let file = BootIndexFile(folder: folder + "/kc", boot: "boot-a")
         let saved = sampleIndex()
-        _ = try file.update(alongside: {}) { _ in saved }
+        _ = try file.update(alongside: { _ in }) { _ in saved }
         XCTAssertEqual(try file.read(), saved)
         XCTAssertNil(try BootIndexFile(folder: folder + "/kc", boot: "boot-b").read(), "another boot's file is not read")
         let bytes = try Data(contentsOf: URL(fileURLWithPath: file.location))
@@ -112,7 +112,7 @@ final class IndexAndNamingTests: XCTestCase {
                                     label: "", contentType: "text/plain", created: 0, modified: 0, isEmptyValue: false)
         var ranAlongside = false
         do {
-            _ = try file.update(alongside: { ranAlongside = true }) { _ in huge }
+            _ = try file.update(alongside: { _ in ranAlongside = true }) { _ in huge }
             XCTFail("an index past the bound was saved")
         } catch {
             guard case .refused(let refusal) = error else { return XCTFail("\(error)") }

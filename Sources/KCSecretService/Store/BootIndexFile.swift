@@ -261,7 +261,7 @@ struct BootIndexFile: IndexHome {
                 + "it is left as it is and nothing is changed; move it away to start a new one")
     }
 
-    func update(alongside: () throws(KeychainError) -> Void,
+    func update(alongside: (_ held: Vault?) throws(KeychainError) -> Void,
                 _ body: (SecretIndex?) throws(BusError) -> SecretIndex?) throws(IndexUpdateFailure) -> [Int]? {
         let folderFD: Int32
         do { folderFD = try openFolder() } catch {
@@ -282,7 +282,7 @@ struct BootIndexFile: IndexHome {
             throw .refused(error)
         }
         do {
-            try alongside()
+            try alongside(nil)
         } catch {
             unlinkat(folderFD, staged, 0)
             throw .alongside(error)

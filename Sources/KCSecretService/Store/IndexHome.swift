@@ -28,7 +28,7 @@ protocol IndexHome {
     /// refuses it first), then `alongside` runs, the change to the kernel the index
     /// describes, and the new index is committed only if it succeeded. Returns
     /// ``stamp()`` taken under the lock.
-    func update(alongside: () throws(KeychainError) -> Void,
+    func update(alongside: (_ held: Vault?) throws(KeychainError) -> Void,
                 _ body: (SecretIndex?) throws(BusError) -> SecretIndex?) throws(IndexUpdateFailure) -> [Int]?
 
     /// Removes what a save killed mid-way left behind (a staged copy of the index), and
@@ -79,14 +79,14 @@ struct VaultIndexHome: IndexHome {
         }
     }
 
-    func update(alongside: () throws(KeychainError) -> Void,
+    func update(alongside: (_ held: Vault?) throws(KeychainError) -> Void,
                 _ body: (SecretIndex?) throws(BusError) -> SecretIndex?) throws(IndexUpdateFailure) -> [Int]? {
         var refusal: BusError? = nil
         var alongsideFailure: KeychainError? = nil
         let saved: [Int]?
         do throws(KeychainError) {
-            saved = try vault.updateDocument(Self.documentName, alongside: { () throws(KeychainError) in
-                do throws(KeychainError) { try alongside() } catch {
+            saved = try vault.updateDocument(Self.documentName, alongside: { held throws(KeychainError) in
+                do throws(KeychainError) { try alongside(held) } catch {
                     alongsideFailure = error
                     throw error
                 }

@@ -182,7 +182,7 @@ final class SecretStore {
     /// IsLocked while the vault is locked. Nothing changes if `body` throws, `alongside`
     /// fails (its error is reported for the item `id`), or the save fails.
     @discardableResult
-    private func change<R>(alongside: (() throws(KeychainError) -> Void)? = nil, for id: ItemID? = nil,
+    private func change<R>(alongside: ((_ held: Vault?) throws(KeychainError) -> Void)? = nil, for id: ItemID? = nil,
                            _ body: (inout SecretIndex) throws(BusError) -> R) throws(BusError) -> R {
         var current = try loadedIndex()
         func failed(_ error: KeychainError) -> BusError {
@@ -192,7 +192,7 @@ final class SecretStore {
             inMemoryOnly = true
             let result = try body(&current)
             if let alongside {
-                do { try alongside() } catch { throw failed(error) }
+                do { try alongside(nil) } catch { throw failed(error) }
             }
             index = current
             return result
@@ -201,7 +201,7 @@ final class SecretStore {
         bootIndexLocation = home is BootIndexFile ? home.location : nil
         var outcome: R? = nil
         do {
-            stamp = try home.update(alongside: alongside ?? {}) { (saved: SecretIndex?) throws(BusError) -> SecretIndex? in
+            stamp = try home.update(alongside: alongside ?? { _ in }) { (saved: SecretIndex?) throws(BusError) -> SecretIndex? in
                 // Nothing saved yet: this process's copy is the first.
                 var changed = saved.map(Self.withBuiltins) ?? current
                 outcome = try body(&changed)
@@ -539,7 +539,7 @@ final class SecretStore {
                 // Without its record the item would be found by other attributes than the
                 // client gave: the value is stored only with the record (an item that was
                 // there before, `kc set`'s, keeps its old value if the save fails).
-                try change(alongside: { () throws(KeychainError) in try Self.store(value, for: id, accessibility: accessibility) },
+                try change(alongside: { held throws(KeychainError) in try Self.store(value, for: id, accessibility: accessibility, holding: held) },
                            for: id) { (index: inout SecretIndex) throws(BusError) in
                     guard index.items[id] == nil else { throw Self.nameTaken }
                     index.items[id] = record
@@ -608,7 +608,7 @@ final class SecretStore {
                                                  label: Self.defaultLabel(item.id), contentType: contentType,
                                                  created: Self.now, modified: Self.now, isEmptyValue: false)
         let now = Self.now
-        let record = try change(alongside: { () throws(KeychainError) in try Self.store(value, for: item.id, accessibility: nil) },
+        let record = try change(alongside: { held throws(KeychainError) in try Self.store(value, for: item.id, accessibility: nil, holding: held) },
                                 for: item.id) { (index: inout SecretIndex) throws(BusError) -> ItemRecord in
             // The record as saved now: another daemon may have changed its label.
             var record = index.items[item.id] ?? fallback
@@ -652,10 +652,10 @@ final class SecretStore {
     func delete(_ item: Found) throws(BusError) {
         guard !lockedByClient.contains(item.collection) else { throw .isLocked("the \(item.collection) collection is locked: Unlock it first") }
         try requireSavableIndex()
-        let removeValue = { () throws(KeychainError) in _ = try Keychain(service: item.id.service).remove(item.id.name) }
+        let removeValue = { (held: Vault?) throws(KeychainError) in _ = try Keychain(service: item.id.service).remove(item.id.name, holding: held) }
         guard item.record != nil || index?.items[item.id] != nil else {
             // An item kc-secretd did not make: no record to change.
-            do { try removeValue() } catch { throw Self.busError(error, for: item.id) }
+            do { try removeValue(nil) } catch { throw Self.busError(error, for: item.id) }
             return
         }
         let service = item.id.service
@@ -671,10 +671,11 @@ final class SecretStore {
     /// Writes the value to the kc item: a new item at the collection's level, an existing
     /// one at its own. An empty value is an item too (``Keyrings/ItemValue``), so `kc get`
     /// and the mount read it as clients do.
-    private static func store(_ value: [UInt8], for id: ItemID, accessibility: Accessibility?) throws(KeychainError) {
+    /// `held`: the vault whose lock the index's save holds meanwhile, if it is in one.
+    private static func store(_ value: [UInt8], for id: ItemID, accessibility: Accessibility?, holding held: Vault?) throws(KeychainError) {
         var keychain = try Keychain(service: id.service)
         if let accessibility { keychain = keychain.accessibility(accessibility) }
-        try keychain.set(value, forKey: id.name)
+        try keychain.set(value, forKey: id.name, holding: held)
     }
 
     static func defaultLabel(_ id: ItemID) -> String {

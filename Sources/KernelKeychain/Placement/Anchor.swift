@@ -81,26 +81,26 @@ extension Anchor {
         if self == .persistent { return try serial() }
         let anchor = self == .session ? SpecialKeyring.session.serial : try Anchor.user.serial()
         let info: KeyDescription
-        do {
+        do throws(KeyctlError) {
             // For the session keyring the describe is the lookup: like
             // `keyctl_get_keyring_ID` without create, a lookup of `@s` by a process that
             // has none installs the uid's default session keyring, which later calls then
             // name; only a call that adds or moves into `@s` would make a new one.
             if self != .session { try anchor.link(into: SpecialKeyring.thread.serial) }
             info = try anchor.describe()
+            // Only the caller's own anchor is repaired (another uid's is refused below).
+            // (A user keyring an older kc left without "link" gets it back.)
+            let possessor = info.permissions.possessorRights
+            let kept: KeyPermissions.Rights = self == .user ? [.search, .link] : []
+            if info.uid == geteuid(), possessor != kept {
+                let rights = info.permissions.userRights.union(possessor)
+                let others = KeyPermissions(rawValue: info.permissions.rawValue & 0x0000_ffff)
+                try anchor.setPermissions(KeyPermissions.possessor(kept).union(.user(rights)).union(others))
+            }
         } catch {
             throw KeychainError(error)
         }
         guard info.uid == geteuid() else { throw .sessionOfAnotherUser(uid: info.uid) }
-        let possessor = info.permissions.possessorRights
-        // (A user keyring an older kc left without "link" gets it back.)
-        let kept: KeyPermissions.Rights = self == .user ? [.search, .link] : []
-        if possessor != kept {
-            let rights = info.permissions.userRights.union(possessor)
-            let others = KeyPermissions(rawValue: info.permissions.rawValue & 0x0000_ffff)
-            let mask = KeyPermissions.possessor(kept).union(.user(rights)).union(others)
-            do { try anchor.setPermissions(mask) } catch { throw KeychainError(error) }
-        }
         return anchor
     }
 }

@@ -33,20 +33,16 @@ internal enum Placement {
     /// let write the keyring). The caller's own key, if any, is then found in the link
     /// list, and the other uid's is unlinked: a service holds only its owner's keys.
     static func search(ring: KeySerial, for key: KeyName) throws(KeychainError) -> KeySerial? {
-        do {
-            return try ring.search(type: "user", description: key)
-        } catch where error.errno == .permissionDenied {
-            guard (try? Anchor.user.serialForWriting()) != nil else { throw KeychainError(error) }
+        do throws(KeyctlError) {
             do {
                 return try ring.search(type: "user", description: key)
             } catch where error.errno == .permissionDenied {
+                guard (try? Anchor.user.serialForWriting()) != nil else { throw error }
                 do {
+                    return try ring.search(type: "user", description: key)
+                } catch where error.errno == .permissionDenied {
                     return try ownLinkedKey(type: "user", description: key, in: ring, unlinkingOthers: true)
-                } catch {
-                    throw KeychainError(error)
                 }
-            } catch {
-                throw KeychainError(error)
             }
         } catch {
             throw KeychainError(error)
@@ -91,11 +87,17 @@ internal enum Placement {
     /// Whether `ring` is linked directly in `anchor` (a search from the session keyring
     /// also finds rings of the user keyring nested in it).
     static func isLinked(_ ring: KeySerial, in anchor: KeySerial) throws(KeychainError) -> Bool {
-        do {
-            return try anchor.linkedKeys().contains(ring)
-        } catch {
-            throw KeychainError(error)
-        }
+        try linkedKeys(of: anchor).contains(ring)
+    }
+
+    /// The keys linked in a keyring (`keyctl_read`), the kernel's refusal as the keychain's.
+    static func linkedKeys(of keyring: KeySerial) throws(KeychainError) -> [KeySerial] {
+        do { return try keyring.linkedKeys() } catch { throw KeychainError(error) }
+    }
+
+    /// What the kernel says of a key (`keyctl_describe`), or nil if it is gone.
+    static func describeUnlessGone(_ key: KeySerial) throws(KeychainError) -> KeyDescription? {
+        do { return try unlessGone { () throws(KeyctlError) in try key.describe() } } catch { throw KeychainError(error) }
     }
 
     /// Replaces the value of a found item, keeping everything else about it exactly:

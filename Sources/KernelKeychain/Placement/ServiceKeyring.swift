@@ -200,7 +200,7 @@ internal struct ServiceKeyring: Hashable, Sendable {
                 }
                 if stopAtFirst { return [ServiceKeyring(serial: ring, anchor: anchor, marker: marker, info: info)] }
                 if linked == nil {
-                    do { linked = try anchorSerial.linkedKeys() } catch { throw KeychainError(error) }
+                    linked = try Placement.linkedKeys(of: anchorSerial)
                 }
                 if linked?.contains(ring) == true {
                     rings.append(ServiceKeyring(serial: ring, anchor: anchor, marker: marker, info: info))
@@ -264,7 +264,7 @@ internal struct ServiceKeyring: Hashable, Sendable {
         for anchor in Anchor.allCases {
             guard let anchorSerial = try anchor.serialForReading() else { continue }
             let linked: [KeySerial]
-            do { linked = try anchorSerial.linkedKeys() } catch { throw KeychainError(error) }
+            linked = try Placement.linkedKeys(of: anchorSerial)
             for serial in linked {
                 // Keys can vanish or expire between the listing and the describe. Only
                 // the caller's own keyrings are its services: a member may link the

@@ -114,11 +114,8 @@ extension OwnService {
                 states.append((ring.serial, Sharing(info)))
                 continue
             }
-            do {
-                states.append((ring.serial, Sharing(try ring.serial.describe())))
-            } catch {
-                if !error.meansKeyIsGone { throw KeychainError(error) }
-            }
+            guard let info = try Placement.describeUnlessGone(ring.serial) else { continue }
+            states.append((ring.serial, Sharing(info)))
         }
         let source = states.first { $0.sharing != nil }
         if let group = accessGroup {

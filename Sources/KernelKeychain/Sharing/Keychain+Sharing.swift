@@ -68,7 +68,7 @@ extension Keychain {
         guard let service = serviceName, !names.isEmpty else { return }
         let journal = try Self.journal()
         guard journal.persists else { return }
-        try journal.withLock { () throws(KeychainError) in
+        try journal.withLock { journal throws(KeychainError) in
             for name in names where journal.keeps(name, in: service) {
                 guard var saved = try journal.keptValue(of: name, in: service) else { continue }
                 defer { saved.overwriteWithZeros() }
@@ -138,11 +138,7 @@ extension Keychain {
     /// The sharing of the first shared ring, or nil if none is.
     private static func currentSharing(of rings: [KeySerial]) throws(KeychainError) -> Sharing? {
         for ring in rings {
-            do {
-                if let sharing = Sharing(try ring.describe()) { return sharing }
-            } catch {
-                if !error.meansKeyIsGone { throw KeychainError(error) }
-            }
+            if let info = try Placement.describeUnlessGone(ring), let sharing = Sharing(info) { return sharing }
         }
         return nil
     }

@@ -24,17 +24,7 @@ internal enum LoginSession {
     /// user's default session keyring then).
     static func mark() throws(KeychainError) {
         let session = try Anchor.session.serialForWriting()
-        let payload: [UInt8] = Array("unlocked".utf8)
-        do throws(KeyctlError) {
-            let key = try payload.withUnsafeBytes { bytes in
-                Result { () throws(KeyctlError) in
-                    try KeySerial.add(type: markType, description: markDescription, payload: bytes, into: session)
-                }
-            }.get()
-            try key.setPermissions(.ownerOnly)
-        } catch {
-            throw KeychainError(error)
-        }
+        try VaultKeys.addOwnerOnly(type: markType, description: markDescription, payload: Array("unlocked".utf8), into: session)
     }
 
     /// Whether the session keyring holds the mark, made by this uid.

@@ -33,16 +33,18 @@ extension Vault {
     /// value of the item the document describes): it runs, still under the lock, once
     /// the new version is staged (so a full disk has refused it already, with nothing
     /// changed), and the new version is committed only if it succeeds. It does not run
-    /// when `body` returns nil.
+    /// when `body` returns nil. It gets this vault holding its lock: a keychain write it
+    /// makes passes that on (``Keychain/set(_:forKey:holding:)``,
+    /// ``Keychain/remove(_:holding:)``), to be journaled under this lock, not to wait for it.
     ///
     /// Returns the document's ``documentStamp(_:)`` taken under the lock: that of the
     /// version `body` saw, or of the one it wrote. Taken after the lock, it could be
     /// another program's newer version, which the caller would take for its own and
     /// never read.
     @discardableResult
-    public func updateDocument(_ name: String, alongside: () throws(KeychainError) -> Void = {},
+    public func updateDocument(_ name: String, alongside: (_ held: Vault) throws(KeychainError) -> Void = { _ in },
                                _ body: (Document) throws(KeychainError) -> [UInt8]?) throws(KeychainError) -> [Int]? {
-        try directory.withLock { () throws(KeychainError) in
+        try withLock { held throws(KeychainError) in
             removeStagedCopies(of: name)
             guard let bytes = try body(readDocument(name)) else { return documentStamp(name) }
             let recipient = try recipient()
@@ -52,7 +54,7 @@ extension Vault {
             try directory.checkRoom(forFileOf: sealed.count)
             let staged = try directory.stage(sealed, for: file, prefix: Self.stagedPrefix(of: name))
             do throws(KeychainError) {
-                try alongside()
+                try alongside(held)
             } catch {
                 directory.remove(staged.path)
                 throw error
@@ -68,7 +70,7 @@ extension Vault {
     /// one. Takes the vault's lock, under which no save is in progress; a program calls
     /// it when it first reads the document, and every save does.
     public func removeStagedDocuments(_ name: String) {
-        try? directory.withLock { () throws(KeychainError) in removeStagedCopies(of: name) }
+        try? directory.withLock { _ throws(KeychainError) in removeStagedCopies(of: name) }
     }
 
     /// Staged copies of a document are named for it (`document-NAME-…`), so they are

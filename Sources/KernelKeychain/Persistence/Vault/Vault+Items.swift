@@ -127,11 +127,11 @@ extension Vault {
     /// On a read that missed in the kernel: if the vault holds the item at a level this
     /// process may load (``levelsLoadedOnDemand()``) and is unlocked, it is loaded again
     /// (the persistent keyring expired, or a new login session) and true is returned;
-    /// if the vault is locked, that is the error. Only a miss pays for this: without a
-    /// vault, a `stat` of HOME and an `lstat` of where the vault would be.
-    internal static func reloadIfKept(_ name: KeyName, in service: KeyName) throws(KeychainError) -> Bool {
-        guard let vault = try existing(), !vault.levels(ofItem: name, in: service).isEmpty else { return false }
-        guard try vault.reload(name, in: service) else {
+    /// if the vault is locked, that is the error. Only a miss pays for this (the
+    /// keychain asks ``Journals/forReading()`` then).
+    internal func reloadIfKept(_ name: KeyName, in service: KeyName) throws(KeychainError) -> Bool {
+        guard !levels(ofItem: name, in: service).isEmpty else { return false }
+        guard try reload(name, in: service) else {
             throw .vaultLocked(service: service.description, item: name.description)
         }
         return true

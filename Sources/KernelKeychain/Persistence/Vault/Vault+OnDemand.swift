@@ -34,7 +34,7 @@ extension Vault {
         guard let identity = VaultKeys.stashed(for: directory) else { return nil }
         let identities = Self.identities(for: identity)
         let levels = Self.levelsLoadedOnDemand()
-        return try directory.withLock { () throws(KeychainError) in
+        return try directory.withLock { _ throws(KeychainError) in
             var report = VaultUnlockReport()
             var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
             for (service, name) in items {
@@ -61,14 +61,15 @@ extension Vault {
     /// For a listing of the caller's own service that found `listed` in the kernel: the
     /// items the vault keeps for this session that the kernel lacks are loaded (names on
     /// disk are compared first, so a listing decrypts nothing when the kernel holds
-    /// them all). True if any was loaded: list again. Without a vault, or with a locked
-    /// or unsafe one (which `kc unlock` names), the kernel's listing stands.
-    internal static func loadMissing(of service: KeyName, listed: [KeyName]) -> Bool {
-        guard let vault = try? forWriting() else { return false }
+    /// them all). True if any was loaded: list again. With a locked vault the kernel's
+    /// listing stands (the keychain asks only a vault it could write to: an unsafe one,
+    /// which `kc unlock` names, is no journal for a listing).
+    internal func loadMissing(of service: KeyName, listed: [KeyName]) -> Bool {
+        let vault = self
         // The common case, the kernel holding every name on disk, asks nothing more;
         // only then is the session's mark looked up.
-        guard !vault.loadableNames(in: service, levels: allLevels).subtracting(listed).isEmpty else { return false }
-        let missing = vault.loadableNames(in: service, levels: levelsLoadedOnDemand()).subtracting(listed)
+        guard !vault.loadableNames(in: service, levels: Self.allLevels).subtracting(listed).isEmpty else { return false }
+        let missing = vault.loadableNames(in: service, levels: Self.levelsLoadedOnDemand()).subtracting(listed)
         guard !missing.isEmpty else { return false }
         let report = try? vault.loadOnDemand(missing.sorted().map { (service, $0) })
         return (report?.loadedCount ?? 0) > 0
@@ -77,8 +78,8 @@ extension Vault {
     /// For a listing of services that found `listed` in the kernel: the services the
     /// vault keeps items of for this session that have no keyring are loaded (as
     /// ``loadMissing(of:listed:)``). True if any item was loaded.
-    internal static func loadMissingServices(listed: [KeyName]) -> Bool {
-        guard let vault = try? forWriting() else { return false }
+    internal func loadMissingServices(listed: [KeyName]) -> Bool {
+        let vault = self
         func services(at levels: Set<Accessibility.Level>) -> Set<KeyName> {
             var services = Set<KeyName>()
             for accessibility in Accessibility.allCases where levels.contains(accessibility.level) {
@@ -87,8 +88,8 @@ extension Vault {
             return services
         }
         // As in ``loadMissing(of:listed:)``: the session's mark only when something is missing.
-        guard !services(at: allLevels).subtracting(listed).isEmpty else { return false }
-        let levels = levelsLoadedOnDemand()
+        guard !services(at: Self.allLevels).subtracting(listed).isEmpty else { return false }
+        let levels = Self.levelsLoadedOnDemand()
         let missing = services(at: levels).subtracting(listed).sorted()
         guard !missing.isEmpty else { return false }
         let items = missing.flatMap { service in vault.loadableNames(in: service, levels: levels).sorted().map { (service, $0) } }

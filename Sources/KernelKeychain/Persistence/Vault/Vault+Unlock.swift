@@ -123,7 +123,7 @@ extension Vault {
         -> (dropped: Int, wasUnlocked: Bool, skipped: [VaultUnlockReport.Problem]) {
         if !exists, VaultKeys.removeStash(for: directory) { return (0, true, []) }
         try requireExisting()
-        return try directory.withLock { () throws(KeychainError) in
+        return try directory.withLock { _ throws(KeychainError) in
             let identities = VaultKeys.stashed(for: directory).map(Self.identities(for:))
             if let identities { settleStaged(with: identities, keepingUnopened: true) }
             var dropped = 0
@@ -251,7 +251,7 @@ extension Vault {
     /// the host key's load at boot, where files it cannot open just wait.
     internal func load(with identities: [AgeX25519Identity], levels: Set<Accessibility.Level>, stash: AgeX25519Identity?,
                        boot: Bool = false) throws(KeychainError) -> VaultUnlockReport {
-        try directory.withLock { () throws(KeychainError) in
+        try directory.withLock { _ throws(KeychainError) in
             var hostToAdd: AgeX25519Recipient? = nil
             if let identity = stash {
                 try VaultKeys.stash(identity, for: directory)

@@ -67,7 +67,7 @@ public struct Vault: Sendable {
         try directory.makeFolder(directory.root)
         // A folder that was there already (made by hand, or another program) must be safe too.
         try directory.checkOwnership()
-        try directory.withLock { () throws(KeychainError) in
+        try directory.withLock { _ throws(KeychainError) in
             let identity = AgeX25519Identity.generate()
             var text = Array(("# kc vault identity, created \(Deadline.now)\n" + identity.encoded + "\n").utf8)
             defer { text.overwriteWithZeros() }
@@ -89,7 +89,7 @@ public struct Vault: Sendable {
     public func changePassphrase(from old: [UInt8], to new: [UInt8], workFactor: Int? = nil) throws(KeychainError) {
         guard !new.isEmpty else { throw .weakPassphrase }
         try requireExisting()
-        try directory.withLock { () throws(KeychainError) in
+        try directory.withLock { _ throws(KeychainError) in
             let sealed = try readIdentityFile()
             let factor = workFactor ?? (try? Age.scryptWorkFactor(of: sealed)).flatMap { $0 } ?? Vault.defaultWorkFactor
             guard (10...Vault.maximumWorkFactor).contains(factor) else { throw .invalidWorkFactor(factor) }

@@ -55,11 +55,17 @@ internal struct VaultDirectory: Sendable {
     let root: VaultPath
     /// Whose files these must be: the caller's own, or root's for the host key.
     let owner: uid_t
+    /// The vault's lock, if this value is the one ``withLock(_:)`` handed its body: what
+    /// is done through it is done under the lock, and locking it again runs at once.
+    private(set) var heldLock: VaultLock? = nil
 
     init(root: VaultPath, owner: uid_t = geteuid()) {
         self.root = root
         self.owner = owner
     }
+
+    /// Whether this value holds the vault's lock (see ``withLock(_:)``).
+    var holdsLock: Bool { heldLock != nil }
 
     /// `$XDG_DATA_HOME/kc` if that is an absolute path, else `$HOME/.local/share/kc` if
     /// HOME is the caller's, else the home folder in the password database (PAM runs kc
@@ -540,9 +546,12 @@ internal struct VaultDirectory: Sendable {
 
     /// Runs `body` holding the vault's lock (`flock` on `lock`, exclusive), so a write's
     /// kernel change and file change are not interleaved with another writer's: the
-    /// last writer wins in both. Nested calls in one thread take it once.
-    func withLock<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
-        if VaultLockState.isHeld { return try body() }
+    /// last writer wins in both. `body` gets this directory holding the lock: what it
+    /// does through that value, a nested ``withLock(_:)`` included, runs under this
+    /// lock (a second `flock` of the file from this process would wait for ever). On a
+    /// directory that holds the lock already, `body` runs at once.
+    func withLock<R>(_ body: (_ held: VaultDirectory) throws(KeychainError) -> R) throws(KeychainError) -> R {
+        if holdsLock { return try body(self) }
         let fd = openInside(lockFile, flags: O_RDWR | O_CREAT, mode: 0o600)
         guard fd >= 0 else { throw failure(Errno(rawValue: errno), action: "open", lockFile) }
         defer { close(fd) }
@@ -555,17 +564,16 @@ internal struct VaultDirectory: Sendable {
                 throw .vaultIOFailed(path: lockFile.description, action: "lock", reason: Errno(rawValue: errno).description)
             }
         }
-        return try VaultLockState.holding(body)
+        var held = self
+        held.heldLock = VaultLock()
+        return try body(held)
     }
 }
 
-/// Whether this thread already holds the vault lock: a rename stores the new name
-/// through the same code as `kc set`, which locks too.
-internal enum VaultLockState {
-    @TaskLocal static var isHeld = false
-
-    static func holding<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
-        let result = $isHeld.withValue(true) { Result { () throws(KeychainError) in try body() } }
-        return try result.get()
-    }
+/// The vault's lock, held: made only by ``VaultDirectory/withLock(_:)``, for the
+/// directory it hands its body. Reentrancy is a value passed down, not a lookup: a
+/// write under the lock (a write of the keychain's, a document's save with the kernel
+/// change beside it) is given the vault that holds it.
+internal struct VaultLock: Sendable {
+    fileprivate init() {}
 }

@@ -12,8 +12,11 @@ extension Vault: ItemJournal {
         var removals: [ItemChange] = []
     }
 
-    func withLock<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
-        try directory.withLock(body)
+    /// `body` gets this vault holding its lock (see ``VaultDirectory/withLock(_:)``):
+    /// what it does through that value (a listing's or a read's load, the record of the
+    /// change) runs under this lock.
+    func withLock<R>(_ body: (_ held: Vault) throws(KeychainError) -> R) throws(KeychainError) -> R {
+        try directory.withLock { held throws(KeychainError) in try body(Vault(directory: held)) }
     }
 
     func stage(_ changes: [ItemChange]) throws(KeychainError) -> Staged {

@@ -33,10 +33,16 @@ internal enum VaultKeys {
         var secret = identity.secretKey
         defer { secret.overwriteWithZeros() }
         let anchor = try Anchor.user.serialForWriting()
+        try addOwnerOnly(type: "user", description: stashDescription(for: directory), payload: secret, into: anchor)
+    }
+
+    /// Adds a key only its owner's uid may use (the vault's key, a login session's
+    /// mark) to `anchor`: `add_key`, then `keyctl_setperm`.
+    static func addOwnerOnly(type: String, description: KeyName, payload: [UInt8], into anchor: KeySerial) throws(KeychainError) {
         do throws(KeyctlError) {
-            let key = try secret.withUnsafeBytes { bytes in
+            let key = try payload.withUnsafeBytes { bytes in
                 Result { () throws(KeyctlError) in
-                    try KeySerial.add(type: "user", description: stashDescription(for: directory), payload: bytes, into: anchor)
+                    try KeySerial.add(type: type, description: description, payload: bytes, into: anchor)
                 }
             }.get()
             try key.setPermissions(.ownerOnly)

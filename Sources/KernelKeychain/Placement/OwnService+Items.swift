@@ -43,7 +43,7 @@ extension OwnService {
             foundHome = found
             homeInfo = found.info
             if exactLevel {
-                do { anchorLinks = try anchor.linkedKeys() } catch { throw KeychainError(error) }
+                anchorLinks = try Placement.linkedKeys(of: anchor)
                 if anchorLinks?.contains(found.serial) != true { home = nil }
             }
         }
@@ -283,10 +283,8 @@ extension OwnService {
             guard try Placement.replace(bytes, of: located, named: key, deadline: deadline, displacing: true,
                                         record: record, like: located.likeOwnItem(named: key))
             else { return false }
-            do throws(KeyctlError) {
+            try Placement.kernel { () throws(KeyctlError) in
                 try putBack(ServiceKeyring(serial: ring, anchor: home.anchor, marker: home.marker), heldIn: holder)
-            } catch {
-                throw KeychainError(error)
             }
             return true
         }
@@ -367,16 +365,12 @@ extension OwnService {
                 try Placement.replace(bytes, of: located, named: info.description, deadline: deadline, displacing: true, like: info)
             }
         }
-        do {
-            return try unlessGone { () throws(KeyctlError) -> Void in
-                try DeadlineRecords.setTimeout(seconds, of: located.item, deadline: deadline)
-                if seconds == 0, let sharing = Sharing(try located.ring.describe()), sharing.isGroupWritable {
-                    try Sharing.apply(sharing, to: located.item, as: .item, expiring: false)
-                }
-            } != nil
-        } catch {
-            throw KeychainError(error)
-        }
+        return try Placement.kernelUnlessGone { () throws(KeyctlError) -> Void in
+            try DeadlineRecords.setTimeout(seconds, of: located.item, deadline: deadline)
+            if seconds == 0, let sharing = Sharing(try located.ring.describe()), sharing.isGroupWritable {
+                try Sharing.apply(sharing, to: located.item, as: .item, expiring: false)
+            }
+        } != nil
     }
 
     /// Removes every copy of the item. Returns whether there was one.
@@ -442,11 +436,7 @@ extension OwnService {
     /// unlinks it from its anchor.
     func clearAndDetach(_ ring: ServiceKeyring) throws(KeychainError) {
         DeadlineRecords.forget((try? ring.serial.linkedKeys()) ?? [])
-        do throws(KeyctlError) {
-            _ = try unlessGone { () throws(KeyctlError) in try ring.serial.clear() }
-        } catch {
-            throw KeychainError(error)
-        }
+        _ = try Placement.kernelUnlessGone { () throws(KeyctlError) in try ring.serial.clear() }
         _ = try unlinkIgnoringGone(ring.serial, from: ring.anchor.serial())
     }
 

@@ -75,13 +75,20 @@ internal enum Placement {
         return found
     }
 
+    /// Runs kernel calls, the kernel's refusal as the keychain's: the one place a
+    /// placement's plain kernel calls have their error converted.
+    static func kernel<R>(_ body: () throws(KeyctlError) -> R) throws(KeychainError) -> R {
+        do { return try body() } catch { throw KeychainError(error) }
+    }
+
+    /// ``kernel(_:)``, with nil where a key the calls use is gone (``unlessGone(_:)``).
+    static func kernelUnlessGone<R>(_ body: () throws(KeyctlError) -> R) throws(KeychainError) -> R? {
+        try kernel { () throws(KeyctlError) in try unlessGone(body) }
+    }
+
     /// The item's value, or nil if it vanished. The caller zeroes it when done.
     static func value(of item: KeySerial) throws(KeychainError) -> [UInt8]? {
-        do {
-            return try unlessGone { () throws(KeyctlError) in try item.readValue() }
-        } catch {
-            throw KeychainError(error)
-        }
+        try kernelUnlessGone { () throws(KeyctlError) in try item.readValue() }
     }
 
     /// Whether `ring` is linked directly in `anchor` (a search from the session keyring
@@ -92,12 +99,12 @@ internal enum Placement {
 
     /// The keys linked in a keyring (`keyctl_read`), the kernel's refusal as the keychain's.
     static func linkedKeys(of keyring: KeySerial) throws(KeychainError) -> [KeySerial] {
-        do { return try keyring.linkedKeys() } catch { throw KeychainError(error) }
+        try kernel { () throws(KeyctlError) in try keyring.linkedKeys() }
     }
 
     /// What the kernel says of a key (`keyctl_describe`), or nil if it is gone.
     static func describeUnlessGone(_ key: KeySerial) throws(KeychainError) -> KeyDescription? {
-        do { return try unlessGone { () throws(KeyctlError) in try key.describe() } } catch { throw KeychainError(error) }
+        try kernelUnlessGone { () throws(KeyctlError) in try key.describe() }
     }
 
     /// Replaces the value of a found item, keeping everything else about it exactly:

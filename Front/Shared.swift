@@ -15,11 +15,10 @@ import CKeyutils
 // over before anything changed.
 
 /// `kc get [-q|--quiet] --group GROUP [--] SERVICE ITEM`, or `--from USER` instead of
-/// `--group`, read as the full kc's plain spelling reads it
-/// (Sources/kc/PlainCommandLine.swift): the flag and the option each at most once,
-/// anywhere before `--`; the option's value a separate word, not empty and not starting
-/// with `-`. Nil for anything else (both options, `--group=G`, a repeated option, names
-/// the full kc would refuse or word).
+/// `--group`, in the plain spelling (the core's `PlainCommandLine`, the full kc's reader
+/// too): the flag and the option each at most once, anywhere before `--`; the option's
+/// value a separate word, not empty and not starting with `-`. Nil for anything else
+/// (both options, `--group=G`, a repeated option, names the full kc would refuse or word).
 struct SharedGet {
     let service: UnsafePointer<CChar>
     let item: UnsafePointer<CChar>

@@ -158,7 +158,7 @@ let package = Package(
         // loads no TLS library.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
                        providers: [.apt(["libcurl4-openssl-dev"])]),
-        .target(name: "KCAgent", dependencies: ["KernelKeychain", "Keyrings", "CCurl"]),
+        .target(name: "KCAgent", dependencies: ["KernelKeychain", "Keyrings", "KeyringCore", "CCurl"]),
         .executableTarget(
             name: "kc-agent",
             dependencies: ["KCAgent", "KernelKeychain", "Keyrings"],

@@ -276,7 +276,7 @@ public final class Agent {
         }
         let keychain = try Keychain(service: mapping.service).accessibility(mapping.level).ephemeral()
         var current: Int64 = 0
-        var members: [String: JSONValue]? = nil
+        var members: [JSONKey: JSONValue]? = nil
         if !kvStates[index].dataOnly {
             switch attempt("GET", "\(mapping.mount)/metadata/\(mapping.path)") {
             case .success(let metadata):
@@ -320,7 +320,7 @@ public final class Agent {
             members = object
         }
         guard let members else { return false }
-        let items = members.keys.sorted().map { (key: KeyName($0), value: members[$0]!.itemBytes) }
+        let items = members.keys.sorted().map { (key: KeyName(bytes: $0.bytes), value: members[$0]!.itemBytes) }
         if !mirrors.contains(mapping.service) {
             // A service the user made (or a mistyped one that happens to exist) is not
             // the agent's to replace.
@@ -436,7 +436,7 @@ public final class Agent {
         if end == nil, let expiration = members["expiration"]?.integer, expiration > now {
             end = now + min(expiration - now, JSONValue.longestSeconds)
         }
-        let items = members.keys.sorted().filter { members[$0]?.isNull == false }.map { (key: KeyName($0), value: members[$0]!.itemBytes) }
+        let items = members.keys.sorted().filter { members[$0]?.isNull == false }.map { (key: KeyName(bytes: $0.bytes), value: members[$0]!.itemBytes) }
         if let error = Self.problem(with: items) ?? replacing(keychain, with: items, until: end.map { Deadline(secondsSinceEpoch: $0) }).map({ "\($0)" }) {
             state.renewAt = now + 60
             leaseStates[index] = state

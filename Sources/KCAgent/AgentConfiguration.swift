@@ -273,7 +273,7 @@ public struct AgentConfiguration: Sendable {
     /// Reads members of one object, remembering which were used so that a misspelt one
     /// is named rather than ignored.
     struct Reader {
-        var members: [String: JSONValue]
+        var members: [JSONKey: JSONValue]
         var place: String
         var used = Swift.Set<String>()
 
@@ -300,7 +300,7 @@ public struct AgentConfiguration: Sendable {
             return list
         }
 
-        mutating func optionalObject(_ key: String) throws(Problem) -> [String: JSONValue]? {
+        mutating func optionalObject(_ key: String) throws(Problem) -> [JSONKey: JSONValue]? {
             used.insert(key)
             guard let value = members[key] else { return nil }
             guard let object = value.object else { throw Problem(place: at(key), problem: "must be an object") }
@@ -343,7 +343,7 @@ public struct AgentConfiguration: Sendable {
         }
 
         func rejectUnknown() throws(Problem) {
-            if let unknown = members.keys.sorted().first(where: { !used.contains($0) }) {
+            if let unknown = members.keys.sorted().first(where: { !used.contains($0.text) })?.text {
                 let known = used.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
                 throw Problem(place: at(unknown), problem: "is not a setting kc-agent knows here (it knows \(known))")
             }

@@ -1,57 +1,75 @@
-import FoundationEssentials
+import KeyringCore
 
 /// A JSON document as OpenBao sends it: a KV secret's data holds any JSON, so the
-/// agent decodes into this rather than into fixed types.
-public enum JSONValue: Sendable, Equatable, Codable {
+/// agent reads it into this rather than into fixed types.
+///
+/// Read and written here, byte for byte, rather than with Foundation's coders: an
+/// object's member names become item names, which are bytes, and a `String`-keyed
+/// dictionary takes two names that differ only in their Unicode normalization (the
+/// composed and the decomposed `café`) for one, keeping one of the two values. Here they
+/// are two members, as they are two keys in OpenBao, and become two items.
+public enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     case integer(Int64)
     case number(Double)
     case string(String)
     case array([JSONValue])
-    case object([String: JSONValue])
+    case object([JSONKey: JSONValue])
 
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
-        else if let value = try? container.decode(Int64.self) { self = .integer(value) }
-        else if let value = try? container.decode(Double.self) { self = .number(value) }
-        else if let value = try? container.decode(String.self) { self = .string(value) }
-        else if let value = try? container.decode([JSONValue].self) { self = .array(value) }
-        else { self = .object(try container.decode([String: JSONValue].self)) }
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .null: try container.encodeNil()
-        case .bool(let value): try container.encode(value)
-        case .integer(let value): try container.encode(value)
-        case .number(let value): try container.encode(value)
-        case .string(let value): try container.encode(value)
-        case .array(let value): try container.encode(value)
-        case .object(let value): try container.encode(value)
+    /// The document in `bytes`, or nil if they are not one JSON value (trailing white space
+    /// allowed), are not UTF-8, or nest deeper than 512 levels.
+    public static func decode(_ bytes: [UInt8]) -> JSONValue? {
+        bytes.withUnsafeBytes { buffer in
+            var reader = JSONReader(bytes: buffer)
+            guard let value = reader.value(depth: 0) else { return nil }
+            reader.skipSpace()
+            return reader.position == buffer.count ? value : nil
         }
     }
 
-    public static func decode(_ bytes: [UInt8]) -> JSONValue? {
-        try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+    /// Compact JSON, an object's members sorted by their names' bytes.
+    public func encoded() -> [UInt8] {
+        var output: [UInt8] = []
+        append(to: &output)
+        return output
     }
 
-    public func encoded() -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? Array(encoder.encode(self))) ?? Array("null".utf8)
+    private func append(to output: inout [UInt8]) {
+        switch self {
+        case .null: output.append(contentsOf: "null".utf8)
+        case .bool(let value): output.append(contentsOf: (value ? "true" : "false").utf8)
+        case .integer(let value): output.append(contentsOf: String(value).utf8)
+        case .number(let value): output.append(contentsOf: (value.isFinite ? "\(value)" : "null").utf8)
+        case .string(let value):
+            var text = value
+            text.withUTF8 { _ = JSONString.append(UnsafeRawBufferPointer($0), to: &output) }
+        case .array(let elements):
+            output.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                element.append(to: &output)
+            }
+            output.append(UInt8(ascii: "]"))
+        case .object(let members):
+            output.append(UInt8(ascii: "{"))
+            for (index, key) in members.keys.sorted().enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                key.bytes.withUnsafeBytes { _ = JSONString.append($0, to: &output) }
+                output.append(UInt8(ascii: ":"))
+                members[key].unsafelyUnwrapped.append(to: &output)
+            }
+            output.append(UInt8(ascii: "}"))
+        }
     }
 
     public subscript(key: String) -> JSONValue? {
-        if case .object(let members) = self { return members[key] }
+        if case .object(let members) = self { return members[JSONKey(key)] }
         return nil
     }
 
     public var string: String? { if case .string(let value) = self { value } else { nil } }
-    public var object: [String: JSONValue]? { if case .object(let value) = self { value } else { nil } }
+    public var object: [JSONKey: JSONValue]? { if case .object(let value) = self { value } else { nil } }
     public var array: [JSONValue]? { if case .array(let value) = self { value } else { nil } }
     public var bool: Bool? { if case .bool(let value) = self { value } else { nil } }
     public var isNull: Bool { self == .null }
@@ -85,5 +103,203 @@ public enum JSONValue: Sendable, Equatable, Codable {
             Array(elements.compactMap(\.string).joined(separator: "\n").utf8)
         default: encoded()
         }
+    }
+}
+
+/// An object member's name, as its UTF-8 bytes: equal, hashed and ordered by them, so
+/// names that differ only in their Unicode normalization stay two names.
+public struct JSONKey: Hashable, Comparable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+    public let bytes: [UInt8]
+
+    public init(_ text: String) { bytes = Array(text.utf8) }
+    public init(stringLiteral text: String) { self.init(text) }
+    public init(bytes: [UInt8]) { self.bytes = bytes }
+
+    /// The name as text (it is UTF-8: the reader takes nothing else).
+    public var text: String { String(decoding: bytes, as: UTF8.self) }
+    public var description: String { text }
+
+    public static func < (lhs: JSONKey, rhs: JSONKey) -> Bool { lhs.bytes.lexicographicallyPrecedes(rhs.bytes) }
+}
+
+extension Dictionary where Key == JSONKey {
+    /// The member named `name` (its UTF-8 bytes).
+    public subscript(name: String) -> Value? { self[JSONKey(name)] }
+}
+
+/// RFC 8259 JSON read from bytes.
+private struct JSONReader {
+    let bytes: UnsafeRawBufferPointer
+    var position = 0
+
+    init(bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    mutating func skipSpace() {
+        while position < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[position]) { position += 1 }
+    }
+
+    private mutating func consume(_ word: StaticString) -> Bool {
+        let text = UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
+        guard position + text.count <= bytes.count, bytes[position..<position + text.count].elementsEqual(text) else { return false }
+        position += text.count
+        return true
+    }
+
+    mutating func value(depth: Int) -> JSONValue? {
+        guard depth < 512 else { return nil }
+        skipSpace()
+        guard position < bytes.count else { return nil }
+        switch bytes[position] {
+        case UInt8(ascii: "{"): return object(depth: depth)
+        case UInt8(ascii: "["): return array(depth: depth)
+        case UInt8(ascii: "\""): return string().map { .string($0) }
+        case UInt8(ascii: "t"): return consume("true") ? .bool(true) : nil
+        case UInt8(ascii: "f"): return consume("false") ? .bool(false) : nil
+        case UInt8(ascii: "n"): return consume("null") ? .null : nil
+        default: return number()
+        }
+    }
+
+    private mutating func object(depth: Int) -> JSONValue? {
+        position += 1
+        var members: [JSONKey: JSONValue] = [:]
+        skipSpace()
+        if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
+            position += 1
+            return .object(members)
+        }
+        while true {
+            skipSpace()
+            guard position < bytes.count, bytes[position] == UInt8(ascii: "\""), let name = stringBytes() else { return nil }
+            skipSpace()
+            guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { return nil }
+            position += 1
+            guard let member = value(depth: depth + 1) else { return nil }
+            members[JSONKey(bytes: name)] = member  // a name given twice: the later value, as OpenBao's Go reader keeps
+            skipSpace()
+            guard position < bytes.count else { return nil }
+            if bytes[position] == UInt8(ascii: ",") {
+                position += 1
+            } else if bytes[position] == UInt8(ascii: "}") {
+                position += 1
+                return .object(members)
+            } else {
+                return nil
+            }
+        }
+    }
+
+    private mutating func array(depth: Int) -> JSONValue? {
+        position += 1
+        var elements: [JSONValue] = []
+        skipSpace()
+        if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
+            position += 1
+            return .array(elements)
+        }
+        while true {
+            guard let element = value(depth: depth + 1) else { return nil }
+            elements.append(element)
+            skipSpace()
+            guard position < bytes.count else { return nil }
+            if bytes[position] == UInt8(ascii: ",") {
+                position += 1
+            } else if bytes[position] == UInt8(ascii: "]") {
+                position += 1
+                return .array(elements)
+            } else {
+                return nil
+            }
+        }
+    }
+
+    private mutating func string() -> String? {
+        stringBytes().map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A string's UTF-8 bytes, escapes decoded; nil if malformed or not UTF-8.
+    private mutating func stringBytes() -> [UInt8]? {
+        position += 1
+        var result: [UInt8] = []
+        while position < bytes.count {
+            let byte = bytes[position]
+            position += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return result.withUnsafeBytes { NameRules.isUTF8($0) } ? result : nil
+            case UInt8(ascii: "\\"):
+                guard position < bytes.count else { return nil }
+                let escape = bytes[position]
+                position += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): result.append(escape)
+                case UInt8(ascii: "b"): result.append(0x08)
+                case UInt8(ascii: "f"): result.append(0x0C)
+                case UInt8(ascii: "n"): result.append(0x0A)
+                case UInt8(ascii: "r"): result.append(0x0D)
+                case UInt8(ascii: "t"): result.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard var scalar = hex4() else { return nil }
+                    if (0xD800...0xDBFF).contains(scalar) {
+                        guard consume("\\u"), let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    guard let unicode = Unicode.Scalar(scalar) else { return nil }
+                    result.append(contentsOf: String(Character(unicode)).utf8)
+                default: return nil
+                }
+            case 0..<0x20: return nil  // a control character must be escaped
+            default: result.append(byte)
+            }
+        }
+        return nil
+    }
+
+    private mutating func hex4() -> UInt32? {
+        guard position + 4 <= bytes.count else { return nil }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[position]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt32(digit)
+            position += 1
+        }
+        return value
+    }
+
+    /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`: an integer where it has no
+    /// fraction or exponent and fits 64 bits, else a double.
+    private mutating func number() -> JSONValue? {
+        let start = position
+        func digits() -> Int {
+            let from = position
+            while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") { position += 1 }
+            return position - from
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "-") { position += 1 }
+        let integerStart = position
+        let integerDigits = digits()
+        guard integerDigits > 0, integerDigits == 1 || bytes[integerStart] != UInt8(ascii: "0") else { return nil }
+        var whole = true
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            position += 1
+            guard digits() > 0 else { return nil }
+            whole = false
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
+            position += 1
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
+            guard digits() > 0 else { return nil }
+            whole = false
+        }
+        let text = String(decoding: bytes[start..<position], as: UTF8.self)
+        if whole, let value = Int64(text) { return .integer(value) }
+        return Double(text).map { .number($0) }
     }
 }

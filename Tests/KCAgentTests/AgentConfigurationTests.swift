@@ -117,6 +117,37 @@ final class AgentConfigurationTests: XCTestCase {
         XCTAssertEqual(JSONValue.object(["b": .bool(true), "a": .null]).itemBytes, Array(#"{"a":null,"b":true}"#.utf8))
     }
 
+    /// A KV secret's keys are item names, which are bytes: two keys that differ only in
+    /// their Unicode normalization (composed and decomposed `café`) are two members and
+    /// become two items, where a `String`-keyed dictionary kept one of them.
+    func testKeysThatDifferOnlyInNormalizationStayTwo() throws {
+        let composed = "caf\u{e9}", decomposed = "cafe\u{301}"
+        let document = Array(#"{"data":{"data":{"\#(composed)":"one","\#(decomposed)":"two","plain":"3"}}}"#.utf8)
+        let members = try XCTUnwrap(JSONValue.decode(document)?["data"]?["data"]?.object)
+        XCTAssertEqual(members.count, 3)
+        XCTAssertEqual(members[JSONKey(bytes: Array(composed.utf8))], .string("one"))
+        XCTAssertEqual(members[JSONKey(bytes: Array(decomposed.utf8))], .string("two"))
+        XCTAssertEqual(members.keys.sorted().map(\.bytes), [Array(decomposed.utf8), Array(composed.utf8), Array("plain".utf8)],
+                       "in byte order, as items are listed")
+        // And back out, byte for byte, members sorted by their bytes.
+        let written = JSONValue.object(members).encoded()
+        XCTAssertEqual(JSONValue.decode(written), .object(members))
+    }
+
+    /// The reader takes JSON as RFC 8259 has it and nothing else.
+    func testTheReaderReadsJSONExactly() {
+        XCTAssertEqual(JSONValue.decode(Array(#" {"a":[1,-2.5e1,true,false,null,"\u00e9\ud83d\ude00\n"]} "#.utf8)),
+                       .object(["a": .array([.integer(1), .number(-25), .bool(true), .bool(false), .null, .string("é😀\n")])]))
+        XCTAssertEqual(JSONValue.decode(Array("9223372036854775808".utf8)), .number(9_223_372_036_854_775_808))
+        XCTAssertEqual(JSONValue.decode(Array(#"{"k":1,"k":2}"#.utf8)), .object(["k": .integer(2)]), "the later of a name given twice")
+        for malformed in ["", "{", "[1,]", "01", "1.", "\"a", #""\u12""#, #""\ud800""#, "{\"a\" 1}", "tru", "[1] x",
+                          "\"tab\there\"", String(repeating: "[", count: 600) + String(repeating: "]", count: 600)] {
+            XCTAssertNil(JSONValue.decode(Array(malformed.utf8)), malformed)
+        }
+        XCTAssertNil(JSONValue.decode([0x22, 0xff, 0x22]), "not UTF-8")
+        XCTAssertEqual(JSONValue.string("q\"\\\u{1}").encoded(), Array(#""q\"\\\u0001""#.utf8))
+    }
+
     /// A TTL or lease of any size a server sends is held to what a kernel timeout says,
     /// so no arithmetic on it overflows (the review's server sent Int64.max).
     func testAnyTTLIsHeldToWhatTheKernelCanSay() {

@@ -79,6 +79,23 @@ final class OpenBaoAgentTests: OpenBaoTestCase {
         XCTAssertEqual(try value(auth, "token"), token)
     }
 
+    /// Two keys that differ only in their Unicode normalization are two keys in OpenBao
+    /// (Go compares bytes) and become two items, each with its own value: none is lost.
+    func testKeysThatDifferOnlyInNormalizationAreTwoItems() throws {
+        let lab = try lab()
+        let secret = uniqueSecret()
+        let composed = "caf\u{e9}", decomposed = "cafe\u{301}"
+        try lab.mustBao("kv", "put", secret, "\(composed)=one", "\(decomposed)=two")
+        let service = uniqueService("normalized")
+        let path = try writeConfig(config(lab, auth: try storeCredentials(lab), ["kv": [["secret": secret, "service": service]]]))
+        let synced = try agent(["sync", path])
+        XCTAssertEqual(synced.status, 0, "\(synced)")
+        let keychain = try Keychain(service: service)
+        XCTAssertEqual(try keychain.allKeyNames().map(\.bytes), [Array(decomposed.utf8), Array(composed.utf8)])
+        XCTAssertEqual(try keychain.data(forKey: KeyName(bytes: Array(composed.utf8))), Array("one".utf8))
+        XCTAssertEqual(try keychain.data(forKey: KeyName(bytes: Array(decomposed.utf8))), Array("two".utf8))
+    }
+
     func testAChangeReachesTheMountAndADeletedKeyOrSecretGoesToo() throws {
         let lab = try lab()
         let mount = try MountFixture()

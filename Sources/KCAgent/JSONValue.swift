@@ -217,60 +217,11 @@ private struct JSONReader {
         stringBytes().map { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// A string's UTF-8 bytes, escapes decoded; nil if malformed or not UTF-8.
+    /// A string's UTF-8 bytes, escapes decoded (the core's ``JSONString/read(_:at:into:)``);
+    /// nil if malformed or not UTF-8.
     private mutating func stringBytes() -> [UInt8]? {
-        position += 1
-        var result: [UInt8] = []
-        while position < bytes.count {
-            let byte = bytes[position]
-            position += 1
-            switch byte {
-            case UInt8(ascii: "\""):
-                return result.withUnsafeBytes { NameRules.isUTF8($0) } ? result : nil
-            case UInt8(ascii: "\\"):
-                guard position < bytes.count else { return nil }
-                let escape = bytes[position]
-                position += 1
-                switch escape {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): result.append(escape)
-                case UInt8(ascii: "b"): result.append(0x08)
-                case UInt8(ascii: "f"): result.append(0x0C)
-                case UInt8(ascii: "n"): result.append(0x0A)
-                case UInt8(ascii: "r"): result.append(0x0D)
-                case UInt8(ascii: "t"): result.append(0x09)
-                case UInt8(ascii: "u"):
-                    guard var scalar = hex4() else { return nil }
-                    if (0xD800...0xDBFF).contains(scalar) {
-                        guard consume("\\u"), let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
-                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                    }
-                    guard let unicode = Unicode.Scalar(scalar) else { return nil }
-                    result.append(contentsOf: String(Character(unicode)).utf8)
-                default: return nil
-                }
-            case 0..<0x20: return nil  // a control character must be escaped
-            default: result.append(byte)
-            }
-        }
-        return nil
-    }
-
-    private mutating func hex4() -> UInt32? {
-        guard position + 4 <= bytes.count else { return nil }
-        var value: UInt32 = 0
-        for _ in 0..<4 {
-            let byte = bytes[position]
-            let digit: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-            default: return nil
-            }
-            value = value << 4 | UInt32(digit)
-            position += 1
-        }
-        return value
+        var value: [UInt8] = []
+        return JSONString.read(bytes, at: &position, into: &value) == nil ? value : nil
     }
 
     /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`: an integer where it has no

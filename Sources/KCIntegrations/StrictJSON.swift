@@ -114,59 +114,21 @@ enum StrictJSON {
         }
 
         private mutating func readString(into value: inout [UInt8]) throws(SyntaxError) {
-            position += 1
             // Long enough for any string in the input, so growing leaves no copy behind.
             value.reserveCapacity(bytes.count - position)
-            while true {
-                guard let byte = peek() else { throw error("unterminated string") }
-                position += 1
-                switch byte {
-                case UInt8(ascii: "\""):
-                    guard String(validating: value, as: UTF8.self) != nil else {
-                        throw error("a string is not valid UTF-8")
-                    }
-                    return
-                case 0..<0x20:
-                    throw error("a control character must be escaped in a string")
-                case UInt8(ascii: "\\"):
-                    guard let escaped = peek() else { throw error("unterminated string") }
-                    position += 1
-                    switch escaped {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): value.append(escaped)
-                    case UInt8(ascii: "b"): value.append(0x08)
-                    case UInt8(ascii: "f"): value.append(0x0C)
-                    case UInt8(ascii: "n"): value.append(0x0A)
-                    case UInt8(ascii: "r"): value.append(0x0D)
-                    case UInt8(ascii: "t"): value.append(0x09)
-                    case UInt8(ascii: "u"):
-                        var scalar = try hexQuad()
-                        if (0xD800..<0xDC00).contains(scalar) {
-                            guard consume("\\u") else { throw error("a lone UTF-16 surrogate") }
-                            let low = try hexQuad()
-                            guard (0xDC00..<0xE000).contains(low) else { throw error("a lone UTF-16 surrogate") }
-                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                        } else if (0xDC00..<0xE000).contains(scalar) {
-                            throw error("a lone UTF-16 surrogate")
-                        }
-                        guard let unicode = Unicode.Scalar(scalar) else { throw error("an invalid \\u escape") }
-                        value += Array(String(Character(unicode)).utf8)
-                    default:
-                        // Not quoted: the character after the backslash may be the secret's.
-                        throw error("an invalid backslash escape")
-                    }
-                default:
-                    value.append(byte)
-                }
+            var at = position
+            let failure = bytes.withUnsafeBytes { JSONString.read($0, at: &at, into: &value) }
+            position = at
+            switch failure {
+            case nil: return
+            case .unterminated: throw error("unterminated string")
+            case .notUTF8: throw error("a string is not valid UTF-8")
+            case .unescapedControl: throw error("a control character must be escaped in a string")
+            case .loneSurrogate: throw error("a lone UTF-16 surrogate")
+            case .invalidUnicodeEscape: throw error("an invalid \\u escape")
+            // Not quoted: the character after the backslash may be the secret's.
+            case .invalidEscape: throw error("an invalid backslash escape")
             }
-        }
-
-        private mutating func hexQuad() throws(SyntaxError) -> UInt32 {
-            guard bytes.count - position >= 4,
-                  let value = UInt32(String(decoding: bytes[position..<position + 4], as: UTF8.self), radix: 16),
-                  bytes[position..<position + 4].allSatisfy({ $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "-") })
-            else { throw error("an invalid \\u escape") }
-            position += 4
-            return value
         }
 
         /// Skips any JSON value, checking its syntax.

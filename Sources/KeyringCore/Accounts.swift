@@ -32,13 +32,8 @@ public enum AccountFiles {
 
     /// A uid or gid field: 1–10 decimal digits, below 2^32 - 1 (which means "no id").
     public static func id(_ digits: Slice<UnsafeRawBufferPointer>) -> UInt32? {
-        guard !digits.isEmpty && digits.count <= 10 else { return nil }
-        var value: UInt64 = 0
-        for byte in digits {
-            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { return nil }
-            value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
-        }
-        return value < 0xFFFF_FFFF ? UInt32(truncatingIfNeeded: value) : nil
+        guard let value = decimal(digits), value < 0xFFFF_FFFF else { return nil }
+        return UInt32(truncatingIfNeeded: value)
     }
 
     /// The group a name means to the full kc (`Accounts.gid(ofGroup:)`), where that is

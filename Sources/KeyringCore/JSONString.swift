@@ -28,6 +28,89 @@ public enum JSONString {
     }
 }
 
+extension JSONString {
+    /// Why a JSON string cannot be read.
+    public enum ReadError: Error, Equatable {
+        case unterminated, notUTF8, unescapedControl, loneSurrogate, invalidUnicodeEscape, invalidEscape
+    }
+
+    /// Reads the JSON string whose opening quote is at `position` (RFC 8259: escapes
+    /// resolved, a surrogate pair joined, control characters refused, the result UTF-8),
+    /// appending its bytes to `value` and leaving `position` after the closing quote.
+    /// The agent's reader and the credential helpers' strict one read strings with it.
+    public static func read(_ input: UnsafeRawBufferPointer, at position: inout Int, into value: inout [UInt8]) -> ReadError? {
+        position += 1
+        let start = value.count
+        while position < input.count {
+            let byte = input[position]
+            position += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return value[start...].withUnsafeBytes { NameRules.isUTF8($0) } ? nil : .notUTF8
+            case 0..<0x20:
+                return .unescapedControl
+            case UInt8(ascii: "\\"):
+                guard position < input.count else { return .unterminated }
+                let escaped = input[position]
+                position += 1
+                switch escaped {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): value.append(escaped)
+                case UInt8(ascii: "b"): value.append(0x08)
+                case UInt8(ascii: "f"): value.append(0x0C)
+                case UInt8(ascii: "n"): value.append(0x0A)
+                case UInt8(ascii: "r"): value.append(0x0D)
+                case UInt8(ascii: "t"): value.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard var scalar = hexQuad(input, at: &position) else { return .invalidUnicodeEscape }
+                    if scalar >= 0xD800 && scalar < 0xDC00 {
+                        guard position + 1 < input.count, input[position] == UInt8(ascii: "\\"), input[position + 1] == UInt8(ascii: "u")
+                        else { return .loneSurrogate }
+                        position += 2
+                        guard let low = hexQuad(input, at: &position) else { return .invalidUnicodeEscape }
+                        guard low >= 0xDC00 && low < 0xE000 else { return .loneSurrogate }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if scalar >= 0xDC00 && scalar < 0xE000 {
+                        return .loneSurrogate
+                    }
+                    appendUTF8(scalar, to: &value)
+                default:
+                    return .invalidEscape
+                }
+            default:
+                value.append(byte)
+            }
+        }
+        return .unterminated
+    }
+
+    /// Four hex digits, either case.
+    private static func hexQuad(_ input: UnsafeRawBufferPointer, at position: inout Int) -> UInt32? {
+        guard input.count - position >= 4 else { return nil }
+        var scalar: UInt32 = 0
+        for offset in 0..<4 {
+            guard let digit = hexDigit(input[position + offset]) else { return nil }
+            scalar = scalar << 4 | UInt32(digit)
+        }
+        position += 4
+        return scalar
+    }
+
+    /// A scalar (not a surrogate, at most U+10FFFF) as UTF-8.
+    private static func appendUTF8(_ scalar: UInt32, to value: inout [UInt8]) {
+        switch scalar {
+        case 0..<0x80:
+            value.append(UInt8(scalar))
+        case 0x80..<0x800:
+            value.append(contentsOf: [UInt8(0xC0 | scalar >> 6), UInt8(0x80 | scalar & 0x3F)])
+        case 0x800..<0x10000:
+            value.append(contentsOf: [UInt8(0xE0 | scalar >> 12), UInt8(0x80 | (scalar >> 6) & 0x3F), UInt8(0x80 | scalar & 0x3F)])
+        default:
+            value.append(contentsOf: [UInt8(0xF0 | scalar >> 18), UInt8(0x80 | (scalar >> 12) & 0x3F),
+                                      UInt8(0x80 | (scalar >> 6) & 0x3F), UInt8(0x80 | scalar & 0x3F)])
+        }
+    }
+}
+
 /// How `docker-credential-kc` names a registry's service: `docker:` and the server URL
 /// encoded (``CredentialNameCodec``). Both programs' rule.
 public enum DockerCredentialNames {

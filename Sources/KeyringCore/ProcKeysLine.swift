@@ -122,14 +122,15 @@ public struct ProcKeysLine: Sendable {
         }
     }
 
-    /// 1–10 decimal digits.
-    private static func decimal(_ digits: Slice<UnsafeRawBufferPointer>) -> UInt64? {
-        guard !digits.isEmpty && digits.count <= 10 else { return nil }
-        var value: UInt64 = 0
-        for byte in digits {
-            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { return nil }
-            value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
-        }
-        return value
+}
+
+/// The value of 1–10 decimal digits (an id, a count: the kernel's and the account files').
+func decimal(_ digits: Slice<UnsafeRawBufferPointer>) -> UInt64? {
+    guard !digits.isEmpty && digits.count <= 10 else { return nil }
+    var value: UInt64 = 0
+    for byte in digits {
+        guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { return nil }
+        value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
     }
+    return value
 }

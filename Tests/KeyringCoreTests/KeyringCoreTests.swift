@@ -111,6 +111,26 @@ final class KeyringCoreTests: KeyringTestCase {
         XCTAssertEqual(String(decoding: name, as: UTF8.self), "https%3Ax")
     }
 
+    func testJSONStringsAreReadAndWrittenExactly() {
+        func read(_ text: String) -> (String?, JSONString.ReadError?) {
+            var value: [UInt8] = []
+            var position = 0
+            let error = Array(text.utf8).withUnsafeBytes { JSONString.read($0, at: &position, into: &value) }
+            return (error == nil ? String(decoding: value, as: UTF8.self) : nil, error)
+        }
+        XCTAssertEqual(read(#""a\"b\\c\/\n\u00e9\ud83d\ude00""#).0, "a\"b\\c/\né😀")
+        XCTAssertEqual(read(#""\ud800""#).1, .loneSurrogate)
+        XCTAssertEqual(read(#""\udc00""#).1, .loneSurrogate)
+        XCTAssertEqual(read(#""\u12g4""#).1, .invalidUnicodeEscape)
+        XCTAssertEqual(read(#""\x""#).1, .invalidEscape)
+        XCTAssertEqual(read("\"tab\there\"").1, .unescapedControl)
+        XCTAssertEqual(read(#""open"#).1, .unterminated)
+        var written: [UInt8] = []
+        XCTAssertTrue(Array("q\"\\\u{1}\u{7f}é".utf8).withUnsafeBytes { JSONString.append($0, to: &written) })
+        XCTAssertEqual(String(decoding: written, as: UTF8.self), #""q\"\\\u0001\u007fé""#)
+        XCTAssertFalse([UInt8]([0xff]).withUnsafeBytes { JSONString.append($0, to: &written) }, "not UTF-8: nothing appended")
+    }
+
     func testPlainCommandLines() {
         func read(_ words: [String], _ spelling: PlainCommandLine.Spelling) -> (names: [String], quiet: Bool, group: String?)? {
             var storage = words.map { strdup($0) } + [nil]

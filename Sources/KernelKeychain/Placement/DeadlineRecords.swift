@@ -132,11 +132,26 @@ internal enum DeadlineRecords {
     /// records or more (one `keyctl_read` tells); below that, nothing more. Every write
     /// that adds a record to the table comes here first (one that replaces a recorded
     /// key drops the old record, and the count stays), so the table grows past that
-    /// many only by records of live items: the records of gone items never number more,
-    /// whatever the number of writes or logins (issue 35), while a timed write of a user
-    /// with a few timed items costs one call for them (issue 39).
+    /// many only by records of live items, while a timed write of a user with a few
+    /// timed items costs one call for them (issue 39). Logins, which leave a whole
+    /// session's timed items gone at once, are looked over whole at each vault load
+    /// (``unlinkRecordsOfGoneItemsAtLoad()``): they leave none behind (issue 35).
     private static func unlinkRecordsOfGoneItemsIfMany(in table: KeySerial) {
         guard let records = try? table.linkedKeys(), records.count >= recordsKeptUnchecked else { return }
+        unlinkRecordsOfGoneItems(records, in: table)
+    }
+
+    /// The whole table looked over, whatever it holds, before a vault load writes its
+    /// timed items: a load starts a login's session (its session step), and the items the
+    /// last login's session keyring held went with it, all at once, each leaving its
+    /// record (issue 35). So a login leaves the key count as the one before left it. A
+    /// search and a describe of the table (the caller's own, else nothing is done: a
+    /// write finds or makes it as ``writableTable()`` does), a read of its links, and two
+    /// calls per record.
+    static func unlinkRecordsOfGoneItemsAtLoad() {
+        guard let table = try? Anchor.user.serial().search(type: "keyring", description: keyringDescription),
+              let info = try? table.describe(), info.type == "keyring", info.uid == geteuid(),
+              !ServiceKeyring.needsSecuring(info), let records = try? table.linkedKeys() else { return }
         unlinkRecordsOfGoneItems(records, in: table)
     }
 

@@ -281,6 +281,8 @@ extension Vault {
                     byItem[key, default: []].append((accessibility, directory.itemFile(accessibility, service, name)))
                 }
             }
+            // The records of the timed items the last session held, gone with it.
+            DeadlineRecords.unlinkRecordsOfGoneItemsAtLoad()
             var shown: [KeySerial: ProcKeysEntry.Expiry]? = nil
             for key in order {
                 settle(key, files: byItem[key] ?? [], identities: identities, levels: levels,

@@ -50,11 +50,11 @@ struct PlainExec {
         let callersLimit = CoreDumps.disable()
         var variables = VariableEntries()
         defer { variables.discard() }
-        guard variables.collect(distinct), let ready = variables.environment(over: environment) else {
+        guard variables.collect(distinct) else {
             CoreDumps.restore(callersLimit)
             return
         }
-        var entries = ready
+        var entries = variables.environment(over: environment)
         CoreDumps.restore(callersLimit)
         for signal in Self.forwardedSignals { _ = CKeyutils_default_signal(signal) }
         let error = Self.execute(command, entries.pointers())
@@ -195,7 +195,7 @@ private struct VariableEntries {
     /// The environment the command gets: the front's own, entry by entry, with each
     /// variable set as `ChildEnvironment.set` sets it (every entry of that name removed,
     /// the variable appended).
-    func environment(over inherited: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> ChildEntries? {
+    func environment(over inherited: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> ChildEntries {
         var pointers: [UnsafeMutablePointer<CChar>?] = []
         var index = 0
         while let entry = inherited[index] {

@@ -112,7 +112,7 @@ internal enum SharedServices {
     /// with `keyctl_describe`, which is authoritative and exact where /proc/keys pads
     /// and truncates. Nothing is cached: a service unshared a moment ago is gone.
     static func visible(service: KeyName? = nil, group gid: UInt32? = nil, owner: UInt32? = nil) -> [SharedService] {
-        guard let text = readProcFile("/proc/keys") else { return [] }
+        guard let text = readProcBytes("/proc/keys") else { return [] }
         var byOwnerAndService: [OwnerAndService: SharedService] = [:]
         // Only services shared through a group this process carries: a key anyone may
         // view through its "other" rights is not shared with the caller by kc.
@@ -144,10 +144,14 @@ internal enum SharedServices {
     /// The lines are the core's ``ProcKeysLine`` (``ProcKeysLine/isServiceKeyring(in:)``),
     /// as the front reads them.
     static func candidates(inProcKeys text: String, excludingOwner me: UInt32) -> [(serial: KeySerial, owner: UInt32)] {
-        var text = text
+        candidates(inProcKeys: Array(text.utf8), excludingOwner: me)
+    }
+
+    /// ``candidates(inProcKeys:excludingOwner:)-(String,_)`` of the file's bytes, as read:
+    /// not decoded into text first.
+    static func candidates(inProcKeys text: [UInt8], excludingOwner me: UInt32) -> [(serial: KeySerial, owner: UInt32)] {
         var found: [(serial: KeySerial, owner: UInt32)] = []
-        text.withUTF8 { bytes in
-            let text = UnsafeRawBufferPointer(bytes)
+        text.withUnsafeBytes { text in
             ProcKeysLine.forEach(in: text) { line in
                 if line.isServiceKeyring(in: text) && line.uid != me {
                     found.append((KeySerial(rawValue: Int32(bitPattern: line.serial)), line.uid))
